@@ -1,0 +1,31 @@
+// Unit tests (jest): pure analysis, protocol validation, formatting, views.
+// Based on JupyterLab's own jest configuration.
+const jestJupyterLab = require('@jupyterlab/testing/lib/jest-config');
+
+const esModules = [
+  '@codemirror',
+  '@jupyter/ydoc',
+  '@jupyter/react-components',
+  '@jupyter/web-components',
+  '@jupyterlab/',
+  '@microsoft',
+  'exenv-es6',
+  'lib0',
+  'nanoid',
+  'vscode-ws-jsonrpc',
+  'y-protocols',
+  'y-websocket',
+  'yjs'
+].join('|');
+
+const baseConfig = jestJupyterLab(__dirname);
+
+module.exports = {
+  ...baseConfig,
+  reporters: ['default'],
+  automock: false,
+  testRegex: 'test/unit/.*\\.spec\\.tsx?$',
+  collectCoverageFrom: ['src/**/*.{ts,tsx}', '!src/**/*.d.ts', '!src/_generated/**'],
+  transformIgnorePatterns: [`/node_modules/(?!${esModules}).+`],
+  testTimeout: 20000
+};

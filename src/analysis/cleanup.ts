@@ -1,0 +1,144 @@
+/**
+ * Generation of the clear_gpu cell: visible, commented, self-contained Python
+ * that frees what only stale references keep alive.
+ *
+ * The cell works without the extension (a colleague can re-run it). It never
+ * deletes a variable the user still names; it drops output-cache entries that
+ * hold stale models, the last exception's traceback, then runs
+ * `gc.collect()` and `torch.cuda.empty_cache()` when CUDA is initialised. It
+ * ends without a bare expression, so it pins nothing in the output cache itself.
+ */
+import type { IInventory, IModelInfo } from '../protocol';
+import { CLEAN_MARKER } from '../protocol';
+import { formatBytes, sumBytes } from './format';
+
+/** What a clean cell will do, derived from an inventory. */
+export interface ICleanPlan {
+  /** Output-cache execution counts to drop (`Out[n]` and `_n`). */
+  outKeys: number[];
+  /** Stale models the plan expects to free. */
+  staleModels: IModelInfo[];
+  /** User variables that hold models and are kept. */
+  keptNames: string[];
+  /** Bytes of the stale models (all devices), as reported by the agent. */
+  staleBytes: number;
+}
+
+const OUT_ENTRY = /^Out\[(\d{1,9})\]$/;
+const NUMBERED = /^_(\d{1,9})$/;
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * Work out the clean plan for an inventory (or an empty plan without one:
+ * the cell then still clears the last traceback, collects and empties the cache).
+ */
+export function planClean(inventory: IInventory | null): ICleanPlan {
+  const outKeys = new Set<number>();
+  const kept = new Set<string>();
+  const staleModels: IModelInfo[] = [];
+  for (const model of inventory?.models ?? []) {
+    if (model.stale) {
+      staleModels.push(model);
+    }
+    for (const holder of model.holders) {
+      if (holder.kind === 'variable') {
+        if (IDENTIFIER.test(holder.name)) {
+          kept.add(holder.name);
+        }
+        continue;
+      }
+      if (holder.kind !== 'output' || !model.stale) {
+        continue;
+      }
+      const match = OUT_ENTRY.exec(holder.name) ?? NUMBERED.exec(holder.name);
+      if (match) {
+        outKeys.add(Number(match[1]));
+      }
+    }
+  }
+  return {
+    outKeys: [...outKeys].sort((a, b) => a - b),
+    staleModels,
+    keptNames: [...kept].sort(),
+    staleBytes: staleModels.reduce((sum, m) => sum + sumBytes(m.bytes), 0)
+  };
+}
+
+/**
+ * Make text safe to put in a Python comment: one line, printable, bounded.
+ * (Class names and labels come from the kernel and may contain anything.)
+ */
+export function commentSafe(text: string, maxLength = 120): string {
+  const oneLine = text.replace(
+    /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g,
+    ' '
+  );
+  return oneLine.length > maxLength
+    ? `${oneLine.slice(0, maxLength - 1)}…`
+    : oneLine;
+}
+
+function describeStale(model: IModelInfo): string {
+  const held = model.holders.map(h => h.name).join(', ');
+  return commentSafe(
+    `${model.label}, ${formatBytes(sumBytes(model.bytes))}, held by ${held || 'nothing named'}`,
+    200
+  );
+}
+
+/**
+ * Generate the clear_gpu cell.
+ *
+ * @param plan - from {@link planClean}.
+ * @returns Python source; the first line is {@link CLEAN_MARKER}, which the
+ *   agent uses to report `cleaned`.
+ */
+export function generateCleanCell(plan: ICleanPlan): string {
+  const keys = plan.outKeys.map(k => String(k));
+  const outKeys = keys.length === 1 ? `(${keys[0]},)` : `(${keys.join(', ')})`;
+  const kept = plan.keptNames.length ? plan.keptNames.join(', ') : 'none';
+  const staleLines = plan.staleModels.length
+    ? plan.staleModels.map(m => `    # - ${describeStale(m)}`)
+    : ['    # - no stale model in the last inventory'];
+  return [
+    CLEAN_MARKER,
+    '# Inserted by jupyterlab-gpu-hygiene. Self-contained: safe to re-run, also without the extension.',
+    '# It drops stale references only (output cache, last traceback, unreachable objects); variables you',
+    `# still use are kept: ${commentSafe(kept, 200)}.`,
+    `def _gpu_hygiene_clear_gpu(out_keys=${outKeys}):`,
+    '    import gc, sys',
+    '    ip = get_ipython()',
+    '    ns, hidden, out = ip.user_ns, ip.user_ns_hidden, ip.user_ns.get("Out", {})',
+    '    # Output cache entries that hold stale models:',
+    ...staleLines,
+    '    stale = [out.pop(k) for k in out_keys if k in out]',
+    '    for k in out_keys:',
+    '        ns.pop(f"_{k}", None)',
+    '        hidden.pop(f"_{k}", None)',
+    '    for slot in ("_", "__", "___"):',
+    '        if any(ns.get(slot) is obj for obj in stale):',
+    '            ns[slot] = hidden[slot] = ""',
+    '            setattr(ip.displayhook, slot, "")',
+    '    del stale',
+    "    # Last exception: its traceback keeps the failed cell's frames and their tensors alive.",
+    '    tb = getattr(sys, "last_traceback", None)',
+    '    if tb is not None:',
+    '        tb.tb_next = None',
+    '    for attr in ("last_type", "last_value", "last_traceback", "last_exc"):',
+    '        if hasattr(sys, attr):',
+    '            setattr(sys, attr, None)',
+    '    ip.InteractiveTB.tb = None',
+    '    if ip.last_execution_result is not None:',
+    '        ip.last_execution_result.error_in_exec = None',
+    "    # Unreachable objects (reference cycles), then PyTorch's cached blocks back to the driver.",
+    '    gc.collect()',
+    '    torch = sys.modules.get("torch")',
+    '    if torch is not None and torch.cuda.is_initialized():',
+    '        torch.cuda.empty_cache()',
+    '',
+    '',
+    '_gpu_hygiene_clear_gpu()',
+    'del _gpu_hygiene_clear_gpu',
+    ''
+  ].join('\n');
+}

@@ -1,0 +1,72 @@
+/**
+ * Formatting of memory figures for the screen. The protocol carries bytes;
+ * the UI shows IEC units (KiB, MiB, GiB: powers of 1024).
+ */
+
+const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+
+/**
+ * Format a byte count with IEC units, e.g. `12_582_912` → `"12.0 MiB"`.
+ *
+ * @param bytes - a byte count; `null`, `undefined`, negative or non-finite
+ *   values give `"n/a"`.
+ * @param digits - decimals for units above bytes (default 1).
+ */
+export function formatBytes(
+  bytes: number | null | undefined,
+  digits = 1
+): string {
+  if (bytes === null || bytes === undefined || !Number.isFinite(bytes)) {
+    return 'n/a';
+  }
+  if (bytes < 0) {
+    return 'n/a';
+  }
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < UNITS.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return unit === 0 ? `${value} B` : `${value.toFixed(digits)} ${UNITS[unit]}`;
+}
+
+/**
+ * Sum a `{device: bytes}` map.
+ *
+ * @param perDevice - bytes per device name (`"cpu"`, `"cuda:0"`, ...).
+ * @param filter - keep only device names for which this returns true.
+ */
+export function sumBytes(
+  perDevice: Record<string, number>,
+  filter: (device: string) => boolean = () => true
+): number {
+  let total = 0;
+  for (const [device, value] of Object.entries(perDevice)) {
+    if (filter(device)) {
+      total += value;
+    }
+  }
+  return total;
+}
+
+/** True for CUDA device names such as `"cuda:0"`. */
+export function isCudaDevice(device: string): boolean {
+  return device.startsWith('cuda');
+}
+
+/**
+ * Describe where a model's bytes live, e.g. `"12.1 MiB on cuda:0"` or
+ * `"12.1 MiB in RAM"`; several devices are joined with `" + "`.
+ */
+export function formatPlacement(perDevice: Record<string, number>): string {
+  const parts = Object.entries(perDevice)
+    .filter(([, value]) => value > 0)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([device, value]) =>
+      isCudaDevice(device)
+        ? `${formatBytes(value)} on ${device}`
+        : `${formatBytes(value)} in RAM`
+    );
+  return parts.length ? parts.join(' + ') : formatBytes(0);
+}

@@ -1,0 +1,71 @@
+/**
+ * The stacking rule: several live instances of the same kind of model in one
+ * kernel, typically because a model cell was run again (or a second
+ * `YOLO(...)` was loaded) while the first instance is still alive.
+ */
+import type { IInventory, IModelInfo } from '../protocol';
+
+/** One group of stacked instances, oldest first. */
+export interface IStackedGroup {
+  /** Grouping key: the family for ultralytics and transformers, the class for plain torch. */
+  key: string;
+  /** The newest instance (highest creation order). */
+  newest: IModelInfo;
+  /** Older instances still alive, oldest first. */
+  older: IModelInfo[];
+}
+
+/**
+ * Grouping key of a model. Ultralytics and transformers models stack by family
+ * (a `yolov8s` loaded after a `yolov8n` counts); plain torch modules stack only
+ * with the same class, so a GAN's generator and discriminator do not.
+ */
+export function stackingKey(model: IModelInfo): string {
+  return model.family === 'torch'
+    ? `torch:${model.module}.${model.className}`
+    : model.family;
+}
+
+/**
+ * Find stacked instances in an inventory.
+ *
+ * @returns one group per key with at least two live instances, ordered by the
+ *   newest instance's creation order.
+ */
+export function findStackedModels(inventory: IInventory): IStackedGroup[] {
+  const groups = new Map<string, IModelInfo[]>();
+  for (const model of inventory.models) {
+    const key = stackingKey(model);
+    const list = groups.get(key) ?? [];
+    list.push(model);
+    groups.set(key, list);
+  }
+  const result: IStackedGroup[] = [];
+  for (const [key, models] of groups) {
+    if (models.length < 2) {
+      continue;
+    }
+    const sorted = [...models].sort((a, b) => a.order - b.order);
+    result.push({
+      key,
+      newest: sorted[sorted.length - 1],
+      older: sorted.slice(0, -1)
+    });
+  }
+  return result.sort((a, b) => a.newest.order - b.newest.order);
+}
+
+/**
+ * A signature of the stacked state: the same set of instances gives the same
+ * string, so a toast is not raised again after every cell for one situation.
+ */
+export function stackingSignature(groups: IStackedGroup[]): string {
+  return groups
+    .map(g => [...g.older.map(m => m.id), g.newest.id].join(','))
+    .join(';');
+}
+
+/** Names of the holders of a model, in protocol order, e.g. `["Out[2]", "_2", "__"]`. */
+export function holderNames(model: IModelInfo): string[] {
+  return model.holders.map(h => h.name);
+}

@@ -1,0 +1,275 @@
+/**
+ * Connection to one kernel: sends the agent with a silent execute, opens the
+ * comm, validates what comes back, and sends the agent again after every
+ * restart. Nothing is sent to a kernel whose language is not Python.
+ */
+import type { Kernel, KernelMessage } from '@jupyterlab/services';
+import type { IDisposable } from '@lumino/disposable';
+import { AGENT_LOADER, AGENT_SOURCE } from './_generated/agent';
+import type { GpuKernelModel } from './model';
+import {
+  BrowserMessage,
+  COMM_TARGET,
+  parseKernelMessage,
+  PROTOCOL_VERSION
+} from './protocol';
+
+/**
+ * The code of the silent execute request that installs the agent.
+ *
+ * It binds no name in the user namespace: the loader runs in a throwaway
+ * globals dict and puts the agent in `sys.modules`.
+ *
+ * @param sampleIntervalMs - sampler period, milliseconds.
+ */
+export function agentInstallCode(sampleIntervalMs: number): string {
+  const config = JSON.stringify({ sampleIntervalMs });
+  // JSON string literals are valid Python string literals.
+  return `exec(${JSON.stringify(AGENT_LOADER)}, {"SOURCE": ${JSON.stringify(
+    AGENT_SOURCE
+  )}, "CONFIG": ${JSON.stringify(config)}})`;
+}
+
+/**
+ * Watches one kernel connection on behalf of a {@link GpuKernelModel}.
+ */
+export class AgentConnection implements IDisposable {
+  constructor(options: AgentConnection.IOptions) {
+    this._kernel = options.kernel;
+    this._model = options.model;
+    this._sampleIntervalMs = options.sampleIntervalMs;
+    this._onDropped = options.onDropped;
+    this._kernel.statusChanged.connect(this._onStatus, this);
+    this._kernel.connectionStatusChanged.connect(this._onConnection, this);
+    void this._start();
+  }
+
+  /** The kernel connection this watches. */
+  get kernel(): Kernel.IKernelConnection {
+    return this._kernel;
+  }
+
+  /** Whether disposed. */
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /** Change the sampler period; forwarded to the agent at once. */
+  configure(sampleIntervalMs: number): void {
+    this._sampleIntervalMs = sampleIntervalMs;
+    this._send({
+      protocol: PROTOCOL_VERSION,
+      type: 'configure',
+      sampleIntervalMs
+    });
+  }
+
+  /** Ask the agent for an inventory now (ignored while not connected). */
+  requestInventory(): void {
+    this._send({ protocol: PROTOCOL_VERSION, type: 'inventory' });
+  }
+
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    this._kernel.statusChanged.disconnect(this._onStatus, this);
+    this._kernel.connectionStatusChanged.disconnect(this._onConnection, this);
+    this._closeComm();
+  }
+
+  private async _start(): Promise<void> {
+    let info: KernelMessage.IInfoReply | undefined;
+    try {
+      info = await this._kernel.info;
+    } catch (reason) {
+      this._fail(reason);
+      return;
+    }
+    if (this._isDisposed) {
+      return;
+    }
+    const language = info?.language_info?.name ?? '';
+    if (language.toLowerCase() !== 'python') {
+      this._supported = false;
+      this._model.setStatus('unsupported', language || null);
+      return;
+    }
+    this._supported = true;
+    await this._inject();
+  }
+
+  /** Send the agent and open the comm; at most one attempt in flight. */
+  private async _inject(): Promise<void> {
+    if (this._injecting || this._isDisposed || !this._supported) {
+      return;
+    }
+    this._injecting = true;
+    this._needsInject = false;
+    this._closeComm();
+    this._model.setStatus('starting');
+    try {
+      const future = this._kernel.requestExecute(
+        {
+          code: agentInstallCode(this._sampleIntervalMs),
+          silent: true,
+          store_history: false,
+          allow_stdin: false,
+          stop_on_error: false
+        },
+        true
+      );
+      const reply = await future.done;
+      if (this._isDisposed) {
+        return;
+      }
+      if (reply.content.status !== 'ok') {
+        throw new Error(
+          reply.content.status === 'error'
+            ? `${reply.content.ename}: ${reply.content.evalue}`
+            : `install ${reply.content.status}`
+        );
+      }
+      this._openComm();
+    } catch (reason) {
+      if (!this._isDisposed && !this._needsInject) {
+        this._fail(reason);
+      }
+    } finally {
+      this._injecting = false;
+    }
+    if (this._needsInject && !this._isDisposed) {
+      // A restart happened while we were installing: start over once idle.
+      if (this._kernel.status === 'idle') {
+        void this._inject();
+      }
+    }
+  }
+
+  private _openComm(): void {
+    const comm = this._kernel.createComm(COMM_TARGET);
+    this._comm = comm;
+    comm.onMsg = msg => {
+      if (comm !== this._comm || this._isDisposed) {
+        return;
+      }
+      const parsed = parseKernelMessage(msg.content.data);
+      if (parsed.ok) {
+        this._model.apply(parsed.message);
+      } else {
+        this._model.countDropped();
+        this._onDropped?.(this._model, parsed.reason);
+      }
+    };
+    comm.onClose = () => {
+      if (comm === this._comm) {
+        this._comm = null;
+        if (!this._isDisposed && this._model.status === 'ready') {
+          // The agent went away (replaced by another version, or its target was
+          // unregistered): install again once the kernel is idle.
+          this._needsInject = true;
+          if (this._kernel.status === 'idle') {
+            void this._inject();
+          }
+        }
+      }
+    };
+    comm.open({
+      protocol: PROTOCOL_VERSION,
+      type: 'configure',
+      sampleIntervalMs: this._sampleIntervalMs
+    });
+  }
+
+  private _closeComm(): void {
+    const comm = this._comm;
+    this._comm = null;
+    if (comm && !comm.isDisposed) {
+      try {
+        comm.close();
+      } catch {
+        // The kernel is gone or restarting: nothing to close.
+      }
+    }
+  }
+
+  private _send(message: BrowserMessage): void {
+    const comm = this._comm;
+    if (!comm || comm.isDisposed || this._kernel.isDisposed) {
+      return;
+    }
+    try {
+      comm.send(message as any);
+    } catch {
+      // Not connected right now; the agent is configured again on reconnect.
+    }
+  }
+
+  private _onStatus(_: Kernel.IKernelConnection, status: Kernel.Status): void {
+    if (!this._supported) {
+      return;
+    }
+    switch (status) {
+      case 'restarting':
+      case 'autorestarting':
+        this._needsInject = true;
+        this._comm = null;
+        this._model.resetKernelState();
+        this._model.setStatus('restarting');
+        break;
+      case 'dead':
+        this._needsInject = true;
+        this._comm = null;
+        this._model.setStatus('dead');
+        break;
+      case 'idle':
+        if (this._needsInject) {
+          void this._inject();
+        }
+        break;
+    }
+  }
+
+  private _onConnection(
+    _: Kernel.IKernelConnection,
+    status: Kernel.ConnectionStatus
+  ): void {
+    if (status === 'connected' && this._needsInject && this._supported) {
+      if (this._kernel.status === 'idle') {
+        void this._inject();
+      }
+    }
+  }
+
+  private _fail(reason: unknown): void {
+    const text =
+      reason instanceof Error ? reason.message : String(reason ?? 'unknown');
+    this._model.setStatus('failed', text);
+  }
+
+  private _kernel: Kernel.IKernelConnection;
+  private _model: GpuKernelModel;
+  private _sampleIntervalMs: number;
+  private _onDropped?: (model: GpuKernelModel, reason: string) => void;
+  private _comm: Kernel.IComm | null = null;
+  private _supported = false;
+  private _injecting = false;
+  private _needsInject = false;
+  private _isDisposed = false;
+}
+
+/** AgentConnection statics. */
+export namespace AgentConnection {
+  /** Constructor options. */
+  export interface IOptions {
+    /** The kernel to watch. */
+    kernel: Kernel.IKernelConnection;
+    /** The model to fill. */
+    model: GpuKernelModel;
+    /** Sampler period, milliseconds. */
+    sampleIntervalMs: number;
+    /** Called for each kernel message dropped by validation. */
+    onDropped?: (model: GpuKernelModel, reason: string) => void;
+  }
+}

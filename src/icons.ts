@@ -1,0 +1,11 @@
+/**
+ * Icons of the extension (theme-aware through the `jp-icon3` class).
+ */
+import { LabIcon } from '@jupyterlab/ui-components';
+import cleanSvg from '../style/icons/gpu-clean.svg';
+
+/** A GPU chip with a sweep: the Clean GPU action. */
+export const gpuCleanIcon = new LabIcon({
+  name: 'jupyterlab-gpu-hygiene:clean',
+  svgstr: cleanSvg
+});

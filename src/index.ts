@@ -1,0 +1,149 @@
+/**
+ * jupyterlab-gpu-hygiene: plugin wiring only. The logic lives in the modules
+ * imported here.
+ */
+import {
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
+import { ICommandPalette, ISessionContextDialogs } from '@jupyterlab/apputils';
+import { IMainMenu } from '@jupyterlab/mainmenu';
+import { INotebookTracker } from '@jupyterlab/notebook';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { IStatusBar } from '@jupyterlab/statusbar';
+import { ITranslator, nullTranslator } from '@jupyterlab/translation';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- needed at activation
+import { addCommands } from './commands';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- needed at activation
+import { GpuMonitor } from './monitor';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- needed at activation
+import { GpuNotifier } from './notifications';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- needed at activation
+import { GaugeModel, GpuGauge } from './statusbar/gauge';
+import { CommandIDs, IGpuMonitor } from './tokens';
+
+/** Translation domain of the extension. */
+const DOMAIN = 'jupyterlab_gpu_hygiene';
+const MONITOR_PLUGIN = 'jupyterlab-gpu-hygiene:plugin';
+
+/** The monitor: one model and agent connection per notebook kernel; owns the settings. */
+const monitorPlugin: JupyterFrontEndPlugin<IGpuMonitor> = {
+  id: MONITOR_PLUGIN,
+  description:
+    'Sends the GPU hygiene agent to Python kernels and keeps their VRAM figures and model inventory.',
+  autoStart: true,
+  provides: IGpuMonitor,
+  requires: [INotebookTracker],
+  optional: [ISettingRegistry],
+  activate: (
+    app: JupyterFrontEnd,
+    tracker: INotebookTracker,
+    registry: ISettingRegistry | null
+  ): IGpuMonitor => {
+    const warned = new Set<string>();
+    const monitor = new GpuMonitor({
+      tracker,
+      onDropped: (model, reason) => {
+        // Logged once per kernel; every drop is counted in the model.
+        if (!warned.has(model.kernelId)) {
+          warned.add(model.kernelId);
+          console.warn(
+            `jupyterlab-gpu-hygiene: dropped a malformed message from kernel ${model.kernelId} (${reason}); further drops are only counted.`
+          );
+        }
+      }
+    });
+    void monitor.loadSettings(registry, MONITOR_PLUGIN).catch(reason => {
+      console.error('jupyterlab-gpu-hygiene: could not load settings', reason);
+    });
+    return monitor;
+  }
+};
+
+/** The status bar VRAM gauge. */
+const statusbarPlugin: JupyterFrontEndPlugin<void> = {
+  id: 'jupyterlab-gpu-hygiene:statusbar',
+  description: 'Shows the current kernel’s VRAM in the status bar.',
+  autoStart: true,
+  requires: [IGpuMonitor, IStatusBar],
+  optional: [ITranslator],
+  activate: (
+    app: JupyterFrontEnd,
+    monitor: IGpuMonitor,
+    statusBar: IStatusBar,
+    translator: ITranslator | null
+  ) => {
+    const trans = (translator ?? nullTranslator).load(DOMAIN);
+    const model = new GaugeModel(monitor);
+    const gauge = new GpuGauge(model, trans);
+    statusBar.registerStatusItem('jupyterlab-gpu-hygiene:gauge', {
+      item: gauge,
+      align: 'left',
+      rank: 4,
+      isActive: () => model.model !== null,
+      activeStateChanged: model.stateChanged
+    });
+  }
+};
+
+/** Warning and info toasts. */
+const notificationsPlugin: JupyterFrontEndPlugin<void> = {
+  id: 'jupyterlab-gpu-hygiene:notifications',
+  description:
+    'Warns when model instances stack up in a kernel; reports what a clean freed.',
+  autoStart: true,
+  requires: [IGpuMonitor],
+  optional: [ITranslator],
+  activate: (
+    app: JupyterFrontEnd,
+    monitor: IGpuMonitor,
+    translator: ITranslator | null
+  ) => {
+    const trans = (translator ?? nullTranslator).load(DOMAIN);
+    new GpuNotifier({ monitor, commands: app.commands, trans });
+  }
+};
+
+/** Clean GPU and Restart kernel: commands, palette and Kernel menu. */
+const commandsPlugin: JupyterFrontEndPlugin<void> = {
+  id: 'jupyterlab-gpu-hygiene:commands',
+  description:
+    'Adds the Clean GPU and Restart kernel commands to the palette, Kernel menu and notebook toolbar.',
+  autoStart: true,
+  requires: [IGpuMonitor],
+  optional: [ICommandPalette, IMainMenu, ISessionContextDialogs, ITranslator],
+  activate: (
+    app: JupyterFrontEnd,
+    monitor: IGpuMonitor,
+    palette: ICommandPalette | null,
+    mainMenu: IMainMenu | null,
+    sessionDialogs: ISessionContextDialogs | null,
+    translator: ITranslator | null
+  ) => {
+    const resolved = translator ?? nullTranslator;
+    const trans = resolved.load(DOMAIN);
+    addCommands({
+      commands: app.commands,
+      monitor,
+      sessionDialogs,
+      translator: resolved,
+      trans
+    });
+    const category = trans.__('GPU Hygiene');
+    for (const command of [CommandIDs.clean, CommandIDs.restartKernel]) {
+      palette?.addItem({ command, category, args: { isPalette: true } });
+    }
+    mainMenu?.kernelMenu.addGroup(
+      [{ command: CommandIDs.clean }, { command: CommandIDs.restartKernel }],
+      50
+    );
+    monitor.currentChanged.connect(() => app.commands.notifyCommandChanged());
+  }
+};
+
+export default [
+  monitorPlugin,
+  statusbarPlugin,
+  notificationsPlugin,
+  commandsPlugin
+];

@@ -1,0 +1,232 @@
+/**
+ * Per-kernel state: the agent's hello, a bounded ring buffer of samples, the
+ * latest inventory and the last clean result. Views read it; only the
+ * kernel connection writes it.
+ */
+import type { IDisposable } from '@lumino/disposable';
+import { ISignal, Signal } from '@lumino/signaling';
+import type {
+  IAgentError,
+  ICleaned,
+  IDeviceSample,
+  IHello,
+  IInventory,
+  ISample,
+  KernelMessage
+} from './protocol';
+
+/** Where the connection to the kernel's agent stands. */
+export type AgentStatus =
+  | 'starting' // waiting for the kernel or the agent's hello
+  | 'ready' // the agent answered; figures flow
+  | 'restarting' // the kernel is restarting; the agent will be sent again
+  | 'dead' // the kernel died
+  | 'unsupported' // not a Python kernel: nothing is sent to it
+  | 'failed'; // the agent could not be installed (see `failure`)
+
+/**
+ * State of one kernel as reported by its agent.
+ */
+export class GpuKernelModel implements IDisposable {
+  constructor(options: GpuKernelModel.IOptions) {
+    this.kernelId = options.kernelId;
+    this._maxSamples = Math.max(1, options.maxSamples ?? 3600);
+  }
+
+  /** Id of the kernel this model describes. */
+  readonly kernelId: string;
+
+  /** Connection status. */
+  get status(): AgentStatus {
+    return this._status;
+  }
+
+  /** Why the agent could not be installed, when `status` is `failed`. */
+  get failure(): string | null {
+    return this._failure;
+  }
+
+  /** The kernel's language when it is not supported (e.g. `"R"`). */
+  get language(): string | null {
+    return this._language;
+  }
+
+  /** The agent's `hello`, or null before it arrived. */
+  get hello(): IHello | null {
+    return this._hello;
+  }
+
+  /** Latest sample, or null. */
+  get latestSample(): ISample | null {
+    return this._samples.length
+      ? this._samples[this._samples.length - 1]
+      : null;
+  }
+
+  /** Samples, oldest first, at most `maxSamples`. */
+  get samples(): ReadonlyArray<ISample> {
+    return this._samples;
+  }
+
+  /** Latest inventory, or null. */
+  get inventory(): IInventory | null {
+    return this._inventory;
+  }
+
+  /** Result of the last clean cell, or null. */
+  get lastCleaned(): ICleaned | null {
+    return this._lastCleaned;
+  }
+
+  /** Distinct agent errors received, oldest first (bounded). */
+  get agentErrors(): ReadonlyArray<IAgentError> {
+    return this._agentErrors;
+  }
+
+  /** Kernel messages dropped because they failed validation. */
+  get droppedMessages(): number {
+    return this._dropped;
+  }
+
+  /** Emitted on any change that views render. */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  /** Emitted for each new inventory. */
+  get inventoryChanged(): ISignal<this, IInventory> {
+    return this._inventoryChanged;
+  }
+
+  /** Emitted when a clean cell reported what it freed. */
+  get cleaned(): ISignal<this, ICleaned> {
+    return this._cleanedSignal;
+  }
+
+  /** Emitted once when the model is disposed (its kernel is no longer used). */
+  get disposed(): ISignal<this, void> {
+    return this._disposed;
+  }
+
+  /** Whether the model was disposed. */
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /**
+   * The device the gauge shows: the one where this kernel uses the most
+   * memory (process figure, then torch reserved), else the first one.
+   */
+  primaryDevice(): IDeviceSample | null {
+    const devices = this.latestSample?.devices ?? [];
+    if (!devices.length) {
+      return null;
+    }
+    const weight = (d: IDeviceSample) => (d.process ?? 0) + (d.reserved ?? 0);
+    return devices.reduce((best, d) => (weight(d) > weight(best) ? d : best));
+  }
+
+  /** Set the connection status (connection only). */
+  setStatus(status: AgentStatus, detail: string | null = null): void {
+    const failure = status === 'failed' ? detail : null;
+    const language = status === 'unsupported' ? detail : this._language;
+    if (
+      status === this._status &&
+      failure === this._failure &&
+      language === this._language
+    ) {
+      return;
+    }
+    this._status = status;
+    this._failure = failure;
+    this._language = language;
+    this._changed.emit();
+  }
+
+  /** Count a kernel message that failed validation (connection only). */
+  countDropped(): void {
+    this._dropped++;
+  }
+
+  /** Apply a validated kernel message (connection only). */
+  apply(message: KernelMessage): void {
+    switch (message.type) {
+      case 'hello':
+        this._hello = message;
+        this._status = 'ready';
+        break;
+      case 'sample':
+        this._samples.push(message);
+        if (this._samples.length > this._maxSamples) {
+          this._samples.splice(0, this._samples.length - this._maxSamples);
+        }
+        break;
+      case 'inventory':
+        this._inventory = message;
+        this._inventoryChanged.emit(message);
+        break;
+      case 'cleaned':
+        this._lastCleaned = message;
+        this._cleanedSignal.emit(message);
+        break;
+      case 'error':
+        if (
+          !this._agentErrors.some(
+            e => e.where === message.where && e.message === message.message
+          )
+        ) {
+          this._agentErrors.push(message);
+          if (this._agentErrors.length > 20) {
+            this._agentErrors.shift();
+          }
+        }
+        break;
+    }
+    this._changed.emit();
+  }
+
+  /** Forget what the previous kernel process reported (after a restart). */
+  resetKernelState(): void {
+    this._hello = null;
+    this._inventory = null;
+    this._lastCleaned = null;
+    this._samples = [];
+    this._changed.emit();
+  }
+
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    this._disposed.emit();
+    Signal.clearData(this);
+  }
+
+  private _status: AgentStatus = 'starting';
+  private _failure: string | null = null;
+  private _language: string | null = null;
+  private _hello: IHello | null = null;
+  private _samples: ISample[] = [];
+  private _inventory: IInventory | null = null;
+  private _lastCleaned: ICleaned | null = null;
+  private _agentErrors: IAgentError[] = [];
+  private _dropped = 0;
+  private _maxSamples: number;
+  private _isDisposed = false;
+  private _changed = new Signal<this, void>(this);
+  private _inventoryChanged = new Signal<this, IInventory>(this);
+  private _cleanedSignal = new Signal<this, ICleaned>(this);
+  private _disposed = new Signal<this, void>(this);
+}
+
+/** GpuKernelModel statics. */
+export namespace GpuKernelModel {
+  /** Constructor options. */
+  export interface IOptions {
+    /** Kernel id. */
+    kernelId: string;
+    /** Ring buffer size for samples (default 3600). */
+    maxSamples?: number;
+  }
+}

@@ -1,0 +1,229 @@
+/**
+ * The GPU monitor behind {@link IGpuMonitor}: one model and one agent
+ * connection per kernel, following the notebooks of the application.
+ */
+import type { ISessionContext } from '@jupyterlab/apputils';
+import type { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import type { Kernel } from '@jupyterlab/services';
+import type { ISettingRegistry } from '@jupyterlab/settingregistry';
+import type { IDisposable } from '@lumino/disposable';
+import { ISignal, Signal } from '@lumino/signaling';
+import { AgentConnection } from './connection';
+import { GpuKernelModel } from './model';
+import { DEFAULT_SETTINGS, IGpuMonitor, IGpuSettings } from './tokens';
+
+/**
+ * Implementation of {@link IGpuMonitor}.
+ */
+export class GpuMonitor implements IGpuMonitor, IDisposable {
+  constructor(options: GpuMonitor.IOptions) {
+    this._tracker = options.tracker;
+    this._onDropped = options.onDropped;
+    this._tracker.widgetAdded.connect(this._onWidgetAdded, this);
+    this._tracker.currentChanged.connect(this._updateCurrent, this);
+    this._tracker.forEach(panel => this._onWidgetAdded(this._tracker, panel));
+    this._updateCurrent();
+  }
+
+  get currentModel(): GpuKernelModel | null {
+    return this._current;
+  }
+
+  get currentChanged(): ISignal<this, GpuKernelModel | null> {
+    return this._currentChanged;
+  }
+
+  get modelAdded(): ISignal<this, GpuKernelModel> {
+    return this._modelAdded;
+  }
+
+  get models(): ReadonlyArray<GpuKernelModel> {
+    return [...this._entries.values()].map(e => e.model);
+  }
+
+  get settings(): IGpuSettings {
+    return this._settings;
+  }
+
+  get settingsChanged(): ISignal<this, IGpuSettings> {
+    return this._settingsChanged;
+  }
+
+  get currentSessionContext(): ISessionContext | null {
+    return this._tracker.currentWidget?.sessionContext ?? null;
+  }
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /**
+   * Load the settings and follow their changes (called once by the plugin).
+   * Without a registry the defaults stay in force.
+   */
+  async loadSettings(
+    registry: ISettingRegistry | null,
+    pluginId: string
+  ): Promise<void> {
+    if (!registry) {
+      return;
+    }
+    const settings = await registry.load(pluginId);
+    this._settingObject = settings;
+    this._applySettings(settings);
+    settings.changed.connect(this._applySettings, this);
+  }
+
+  async setSetting<K extends keyof IGpuSettings>(
+    key: K,
+    value: IGpuSettings[K]
+  ): Promise<void> {
+    if (!this._settingObject) {
+      this._settings = { ...this._settings, [key]: value };
+      this._settingsChanged.emit(this._settings);
+      return;
+    }
+    await this._settingObject.set(key, value as any);
+  }
+
+  panelFor(model: GpuKernelModel): NotebookPanel | null {
+    const current = this._tracker.currentWidget;
+    if (current && this._kernelOf(current)?.id === model.kernelId) {
+      return current;
+    }
+    return (
+      this._tracker.find(p => this._kernelOf(p)?.id === model.kernelId) ?? null
+    );
+  }
+
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    for (const entry of this._entries.values()) {
+      entry.connection.dispose();
+      entry.model.dispose();
+    }
+    this._entries.clear();
+    this._settingObject?.changed.disconnect(this._applySettings, this);
+    Signal.clearData(this);
+  }
+
+  private _applySettings(settings: ISettingRegistry.ISettings): void {
+    const composite = settings.composite as Partial<IGpuSettings>;
+    const next: IGpuSettings = { ...DEFAULT_SETTINGS, ...composite };
+    next.sampleIntervalMs = Math.max(250, Number(next.sampleIntervalMs));
+    const intervalChanged =
+      next.sampleIntervalMs !== this._settings.sampleIntervalMs;
+    this._settings = next;
+    if (intervalChanged) {
+      for (const entry of this._entries.values()) {
+        entry.connection.configure(next.sampleIntervalMs);
+      }
+    }
+    this._settingsChanged.emit(next);
+  }
+
+  private _onWidgetAdded(_: INotebookTracker, panel: NotebookPanel): void {
+    const context = panel.sessionContext;
+    const onKernel = () => {
+      this._ensure(context.session?.kernel ?? null);
+      this._prune();
+      if (panel === this._tracker.currentWidget) {
+        this._updateCurrent();
+      }
+    };
+    context.kernelChanged.connect(onKernel);
+    panel.disposed.connect(() => {
+      context.kernelChanged.disconnect(onKernel);
+      // Let the tracker forget the panel first.
+      requestAnimationFrame(() => this._prune());
+    });
+    onKernel();
+  }
+
+  /** Create the entry for a kernel once (kernelChanged also fires for the first kernel). */
+  private _ensure(kernel: Kernel.IKernelConnection | null): void {
+    if (!kernel || this._isDisposed) {
+      return;
+    }
+    const existing = this._entries.get(kernel.id);
+    if (existing && !existing.connection.kernel.isDisposed) {
+      return;
+    }
+    existing?.connection.dispose();
+    const model =
+      existing?.model ?? new GpuKernelModel({ kernelId: kernel.id });
+    const connection = new AgentConnection({
+      kernel,
+      model,
+      sampleIntervalMs: this._settings.sampleIntervalMs,
+      onDropped: this._onDropped
+    });
+    this._entries.set(kernel.id, { model, connection });
+    if (!existing) {
+      this._modelAdded.emit(model);
+    }
+  }
+
+  /** Drop entries whose kernel no open notebook uses any more. */
+  private _prune(): void {
+    const used = new Set<string>();
+    this._tracker.forEach(panel => {
+      const id = this._kernelOf(panel)?.id;
+      if (id) {
+        used.add(id);
+      }
+    });
+    for (const [id, entry] of this._entries) {
+      if (!used.has(id)) {
+        entry.connection.dispose();
+        entry.model.dispose();
+        this._entries.delete(id);
+      }
+    }
+  }
+
+  private _updateCurrent(): void {
+    const panel = this._tracker.currentWidget;
+    const kernel = panel ? this._kernelOf(panel) : null;
+    if (kernel) {
+      this._ensure(kernel);
+    }
+    const model = kernel ? (this._entries.get(kernel.id)?.model ?? null) : null;
+    if (model !== this._current) {
+      this._current = model;
+      this._currentChanged.emit(model);
+    }
+  }
+
+  private _kernelOf(panel: NotebookPanel): Kernel.IKernelConnection | null {
+    return panel.sessionContext.session?.kernel ?? null;
+  }
+
+  private _tracker: INotebookTracker;
+  private _onDropped?: (model: GpuKernelModel, reason: string) => void;
+  private _entries = new Map<
+    string,
+    { model: GpuKernelModel; connection: AgentConnection }
+  >();
+  private _current: GpuKernelModel | null = null;
+  private _settings: IGpuSettings = { ...DEFAULT_SETTINGS };
+  private _settingObject: ISettingRegistry.ISettings | null = null;
+  private _isDisposed = false;
+  private _currentChanged = new Signal<this, GpuKernelModel | null>(this);
+  private _modelAdded = new Signal<this, GpuKernelModel>(this);
+  private _settingsChanged = new Signal<this, IGpuSettings>(this);
+}
+
+/** GpuMonitor statics. */
+export namespace GpuMonitor {
+  /** Constructor options. */
+  export interface IOptions {
+    /** The notebooks to follow. */
+    tracker: INotebookTracker;
+    /** Called when a kernel message is dropped by validation (logged once per kernel). */
+    onDropped?: (model: GpuKernelModel, reason: string) => void;
+  }
+}

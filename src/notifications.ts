@@ -1,0 +1,265 @@
+/**
+ * Toasts: a warning when model instances stack up in a kernel (one toast per
+ * kernel, updated rather than stacked), and an info toast after a clean.
+ */
+import { Notification } from '@jupyterlab/apputils';
+import type { TranslationBundle } from '@jupyterlab/translation';
+import type { CommandRegistry } from '@lumino/commands';
+import type { IDisposable } from '@lumino/disposable';
+import { formatBytes, formatPlacement, sumBytes } from './analysis/format';
+import {
+  findStackedModels,
+  holderNames,
+  IStackedGroup,
+  stackingSignature
+} from './analysis/stacking';
+import type { GpuKernelModel } from './model';
+import type { ICleaned, IInventory, IModelInfo } from './protocol';
+import { CommandIDs, IGpuMonitor } from './tokens';
+
+/** Toast messages are cut by JupyterLab beyond this length. */
+const MAX_TOAST = 140;
+
+function listNames(names: string[], max: number): string {
+  if (names.length <= max) {
+    return names.join(', ');
+  }
+  return `${names.slice(0, max).join(', ')} +${names.length - max}`;
+}
+
+function familyName(model: IModelInfo): string {
+  return model.family === 'ultralytics' ? 'YOLO' : model.className;
+}
+
+/**
+ * Text of the stacking warning for one group: names both models, their sizes
+ * and what holds the older one. Kept under JupyterLab's 140-character toast
+ * limit by shortening the holder list.
+ */
+export function describeStacking(
+  group: IStackedGroup,
+  trans: TranslationBundle,
+  moreGroups = 0
+): string {
+  const older = group.older[group.older.length - 1];
+  const newest = group.newest;
+  const compose = (maxNames: number): string => {
+    const holders = holderNames(older);
+    const stale = older.stale;
+    const held = holders.length
+      ? stale
+        ? trans.__('held only by %1', listNames(holders, maxNames))
+        : trans.__('still named by %1', listNames(holders, maxNames))
+      : trans.__('held by nothing named (reference cycle)');
+    const olderCount =
+      group.older.length > 1
+        ? trans.__(' (+%1 older)', group.older.length - 1)
+        : '';
+    const more = moreGroups ? trans.__(' +%1 more', moreGroups) : '';
+    return trans.__(
+      '%1 models stacked: the older %2, %3, is %4%5; the newer %6 (%7).%8',
+      familyName(newest),
+      older.label,
+      formatBytes(sumBytes(older.bytes)),
+      held,
+      olderCount,
+      newest.label,
+      formatPlacement(newest.bytes),
+      more
+    );
+  };
+  for (const maxNames of [6, 3, 1]) {
+    const text = compose(maxNames);
+    if (text.length <= MAX_TOAST) {
+      return text;
+    }
+  }
+  const text = compose(1);
+  return `${text.slice(0, MAX_TOAST - 1)}…`;
+}
+
+/**
+ * Text of the info toast after a clean cell.
+ */
+export function describeCleaned(
+  cleaned: ICleaned,
+  trans: TranslationBundle
+): string {
+  const freed = sumBytes(cleaned.freed);
+  const allocated = cleaned.allocated
+    ? Object.values(cleaned.allocated).reduce(
+        (sum, v) => sum + Math.max(0, v.before - v.after),
+        0
+      )
+    : null;
+  const reserved = cleaned.reserved
+    ? Object.values(cleaned.reserved).reduce(
+        (sum, v) => sum + Math.max(0, v.before - v.after),
+        0
+      )
+    : null;
+  const parts = [
+    trans.__(
+      'Clean GPU freed %1 of models (%2 → %3 live).',
+      formatBytes(freed),
+      cleaned.models.before,
+      cleaned.models.after
+    )
+  ];
+  if (allocated !== null && reserved !== null) {
+    parts.push(
+      trans.__(
+        'PyTorch allocated −%1, reserved −%2.',
+        formatBytes(allocated),
+        formatBytes(reserved)
+      )
+    );
+  }
+  return parts.join(' ');
+}
+
+/**
+ * Raises and updates the toasts for every kernel the monitor watches.
+ */
+export class GpuNotifier implements IDisposable {
+  constructor(options: GpuNotifier.IOptions) {
+    this._monitor = options.monitor;
+    this._commands = options.commands;
+    this._trans = options.trans;
+    this._monitor.modelAdded.connect(this._watch, this);
+    this._monitor.models.forEach(m => this._watch(this._monitor, m));
+  }
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    this._monitor.modelAdded.disconnect(this._watch, this);
+    for (const model of this._watched) {
+      model.inventoryChanged.disconnect(this._onInventory, this);
+      model.cleaned.disconnect(this._onCleaned, this);
+    }
+    this._watched.clear();
+  }
+
+  private _watch(_: IGpuMonitor, model: GpuKernelModel): void {
+    if (this._watched.has(model)) {
+      return;
+    }
+    this._watched.add(model);
+    model.inventoryChanged.connect(this._onInventory, this);
+    model.cleaned.connect(this._onCleaned, this);
+    model.disposed.connect(this._forget, this);
+  }
+
+  private _forget(model: GpuKernelModel): void {
+    this._watched.delete(model);
+    model.inventoryChanged.disconnect(this._onInventory, this);
+    model.cleaned.disconnect(this._onCleaned, this);
+    const toast = this._toasts.get(model.kernelId);
+    if (toast) {
+      Notification.dismiss(toast.id);
+      this._toasts.delete(model.kernelId);
+    }
+  }
+
+  private _onInventory(model: GpuKernelModel, inventory: IInventory): void {
+    const groups = this._monitor.settings.warnOnStackedModels
+      ? findStackedModels(inventory)
+      : [];
+    const signature = stackingSignature(groups);
+    const toast = this._toasts.get(model.kernelId);
+    if (!groups.length) {
+      if (toast) {
+        Notification.dismiss(toast.id);
+        this._toasts.delete(model.kernelId);
+      }
+      return;
+    }
+    if (toast && toast.signature === signature) {
+      return;
+    }
+    const group = groups[groups.length - 1];
+    const message = describeStacking(group, this._trans, groups.length - 1);
+    const kernelId = model.kernelId;
+    const options = {
+      autoClose: false as const,
+      actions: [
+        {
+          label: this._trans.__('Clean GPU'),
+          caption: this._trans.__(
+            'Insert and run a cell that frees stale references (output cache, last traceback)'
+          ),
+          displayType: 'accent' as const,
+          callback: () => {
+            void this._commands.execute(CommandIDs.clean, { kernelId });
+          }
+        },
+        {
+          label: this._trans.__('Restart kernel'),
+          caption: this._trans.__(
+            'Restart the kernel (frees everything, loses all variables)'
+          ),
+          callback: () => {
+            void this._commands.execute(CommandIDs.restartKernel, { kernelId });
+          }
+        },
+        {
+          label: this._trans.__("Don't warn again"),
+          caption: this._trans.__(
+            'Turn off stacked-model warnings in the settings'
+          ),
+          displayType: 'link' as const,
+          callback: () => {
+            void this._monitor.setSetting('warnOnStackedModels', false);
+          }
+        }
+      ]
+    };
+    if (
+      toast &&
+      Notification.update({
+        id: toast.id,
+        message,
+        type: 'warning',
+        ...options
+      })
+    ) {
+      toast.signature = signature;
+      return;
+    }
+    const id = Notification.warning(message, options);
+    this._toasts.set(kernelId, { id, signature });
+  }
+
+  private _onCleaned(_: GpuKernelModel, cleaned: ICleaned): void {
+    Notification.success(describeCleaned(cleaned, this._trans), {
+      autoClose: 8000
+    });
+  }
+
+  private _monitor: IGpuMonitor;
+  private _commands: CommandRegistry;
+  private _trans: TranslationBundle;
+  private _watched = new Set<GpuKernelModel>();
+  private _toasts = new Map<string, { id: string; signature: string }>();
+  private _isDisposed = false;
+}
+
+/** GpuNotifier statics. */
+export namespace GpuNotifier {
+  /** Constructor options. */
+  export interface IOptions {
+    /** The monitor to follow. */
+    monitor: IGpuMonitor;
+    /** Commands run by the toast actions. */
+    commands: CommandRegistry;
+    /** Translations. */
+    trans: TranslationBundle;
+  }
+}

@@ -1,0 +1,80 @@
+/**
+ * Public tokens, command ids and interfaces of jupyterlab-gpu-hygiene.
+ */
+import type { ISessionContext } from '@jupyterlab/apputils';
+import type { NotebookPanel } from '@jupyterlab/notebook';
+import { Token } from '@lumino/coreutils';
+import type { ISignal } from '@lumino/signaling';
+import type { GpuKernelModel } from './model';
+
+/** Command ids. */
+export namespace CommandIDs {
+  /** Insert (and run) the clear_gpu cell in the current notebook. */
+  export const clean = 'gpu-hygiene:clean';
+  /** Restart the current notebook's kernel with JupyterLab's confirmation. */
+  export const restartKernel = 'gpu-hygiene:restart-kernel';
+}
+
+/** What the clean command does with the generated cell. */
+export type CleanAction = 'insert-and-run' | 'insert';
+
+/** User settings (schema/plugin.json), live. */
+export interface IGpuSettings {
+  /** Sampler period of the kernel agent, milliseconds (≥ 250). */
+  sampleIntervalMs: number;
+  /** Raise a warning toast when instances of the same model kind stack up. */
+  warnOnStackedModels: boolean;
+  /** Fraction (0–1) of device memory from which the gauge shows a warning colour. */
+  warnThreshold: number;
+  /** Fraction (0–1) of device memory from which the gauge shows the critical colour. */
+  criticalThreshold: number;
+  /** Whether the clean command runs the inserted cell. */
+  cleanAction: CleanAction;
+}
+
+/** Defaults, identical to schema/plugin.json. */
+export const DEFAULT_SETTINGS: IGpuSettings = {
+  sampleIntervalMs: 1000,
+  warnOnStackedModels: true,
+  warnThreshold: 0.75,
+  criticalThreshold: 0.9,
+  cleanAction: 'insert-and-run'
+};
+
+/**
+ * The GPU monitor: one {@link GpuKernelModel} per kernel, following the
+ * notebooks of the application. Views and actions depend on this token only.
+ */
+export interface IGpuMonitor {
+  /** Model of the current notebook's kernel, or null (no notebook, no kernel). */
+  readonly currentModel: GpuKernelModel | null;
+  /** Emitted when {@link currentModel} changes (another notebook or kernel). */
+  readonly currentChanged: ISignal<IGpuMonitor, GpuKernelModel | null>;
+  /** Emitted when a model is created for a kernel (views subscribe to it). */
+  readonly modelAdded: ISignal<IGpuMonitor, GpuKernelModel>;
+  /** All live models. */
+  readonly models: ReadonlyArray<GpuKernelModel>;
+  /** Current settings. */
+  readonly settings: IGpuSettings;
+  /** Emitted after settings changed. */
+  readonly settingsChanged: ISignal<IGpuMonitor, IGpuSettings>;
+  /**
+   * Persist one setting in the Settings Editor's user settings.
+   *
+   * @throws if the settings could not be saved (e.g. invalid value).
+   */
+  setSetting<K extends keyof IGpuSettings>(
+    key: K,
+    value: IGpuSettings[K]
+  ): Promise<void>;
+  /** The notebook panel whose kernel a model watches (the current one first). */
+  panelFor(model: GpuKernelModel): NotebookPanel | null;
+  /** Session context of the current notebook, or null. */
+  readonly currentSessionContext: ISessionContext | null;
+}
+
+/** The monitor token. */
+export const IGpuMonitor = new Token<IGpuMonitor>(
+  'jupyterlab-gpu-hygiene:IGpuMonitor',
+  'Per-kernel VRAM samples, model inventory and findings of the GPU hygiene agent.'
+);

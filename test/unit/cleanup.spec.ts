@@ -1,0 +1,95 @@
+import { readFileSync, writeFileSync } from 'fs';
+import { join } from 'path';
+import { commentSafe, generateCleanCell, planClean } from '../../src/analysis/cleanup';
+import { CLEAN_MARKER } from '../../src/protocol';
+import { c01Inventory, yolo } from './fixtures';
+
+/**
+ * The generated cells are kept as files in test/fixtures: jest checks the
+ * generator still produces them byte for byte, and pytest (test/agent) runs
+ * the very same files in a real IPython kernel with real Ultralytics models.
+ * Regenerate with UPDATE_FIXTURES=1 after a deliberate change.
+ */
+function expectFixture(name: string, code: string): void {
+  const path = join(__dirname, '..', 'fixtures', name);
+  if (process.env.UPDATE_FIXTURES) {
+    writeFileSync(path, code);
+  }
+  expect(code).toBe(readFileSync(path, 'utf8'));
+}
+
+describe('planClean', () => {
+  it('drops the stale output-cache entries of C01 and keeps `model`', () => {
+    const plan = planClean(c01Inventory());
+    expect(plan.outKeys).toEqual([2]);
+    expect(plan.keptNames).toEqual(['model']);
+    expect(plan.staleModels.map(m => m.order)).toEqual([1]);
+    expect(plan.staleBytes).toBe(12_700_000);
+  });
+
+  it('never drops the output of a model a variable still names', () => {
+    const plan = planClean(c01Inventory());
+    expect(plan.outKeys).not.toContain(3);
+  });
+
+  it('is empty without an inventory', () => {
+    expect(planClean(null)).toEqual({ outKeys: [], staleModels: [], keptNames: [], staleBytes: 0 });
+  });
+
+  it('ignores holder names that are not identifiers or cache entries', () => {
+    const inventory = {
+      ...c01Inventory(),
+      models: [
+        yolo({
+          stale: true,
+          holders: [
+            { kind: 'output', name: 'Out[2]; import os' },
+            { kind: 'output', name: '_2x' }
+          ]
+        }),
+        yolo({ holders: [{ kind: 'variable', name: 'a b' }] })
+      ]
+    };
+    const plan = planClean(inventory as any);
+    expect(plan.outKeys).toEqual([]);
+    expect(plan.keptNames).toEqual([]);
+  });
+});
+
+describe('generateCleanCell', () => {
+  it('generates the C01 clean cell (run by pytest in a real kernel)', () => {
+    const code = generateCleanCell(planClean(c01Inventory()));
+    expect(code.split('\n')[0]).toBe(CLEAN_MARKER);
+    expect(code).toContain('def _gpu_hygiene_clear_gpu(out_keys=(2,)):');
+    expect(code).toContain('still use are kept: model.');
+    expectFixture('clean_cell_c01.py', code);
+  });
+
+  it('generates the cell with nothing stale (still clears the last traceback)', () => {
+    const code = generateCleanCell(planClean(null));
+    expect(code).toContain('out_keys=()');
+    expect(code).toContain('tb.tb_next = None');
+    expectFixture('clean_cell_empty.py', code);
+  });
+
+  it('ends without a bare expression that the output cache would keep', () => {
+    const lines = generateCleanCell(planClean(c01Inventory()))
+      .trimEnd()
+      .split('\n');
+    expect(lines[lines.length - 1]).toBe('del _gpu_hygiene_clear_gpu');
+    expect(lines[lines.length - 2]).toBe('_gpu_hygiene_clear_gpu()');
+  });
+
+  it('keeps hostile labels inside one comment line', () => {
+    const inventory = c01Inventory();
+    inventory.models[0].label = 'Evil\nimport os; os.system("rm -rf /")\r\u2028x';
+    const code = generateCleanCell(planClean(inventory));
+    const line = code.split('\n').find(l => l.includes('Evil'));
+    expect(line?.trimStart().startsWith('# - Evil import os')).toBe(true);
+    expect(code.split('\n').some(l => l.startsWith('import os'))).toBe(false);
+  });
+
+  it('commentSafe bounds the length', () => {
+    expect(commentSafe('x'.repeat(500), 10)).toHaveLength(10);
+  });
+});

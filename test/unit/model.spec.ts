@@ -1,0 +1,57 @@
+import { GpuKernelModel } from '../../src/model';
+import { c01Inventory, gpuSample } from './fixtures';
+
+describe('GpuKernelModel', () => {
+  it('keeps a bounded ring buffer of samples, oldest dropped first', () => {
+    const model = new GpuKernelModel({ kernelId: 'k', maxSamples: 3 });
+    for (let seq = 1; seq <= 5; seq++) {
+      model.apply(gpuSample(seq, 10, seq));
+    }
+    expect(model.samples.map(s => s.seq)).toEqual([3, 4, 5]);
+    expect(model.latestSample?.seq).toBe(5);
+  });
+
+  it('emits inventoryChanged and changed, and becomes ready on hello', () => {
+    const model = new GpuKernelModel({ kernelId: 'k' });
+    const inventories: number[] = [];
+    let changes = 0;
+    model.inventoryChanged.connect((_, inv) => inventories.push(inv.seq));
+    model.changed.connect(() => changes++);
+    model.apply(c01Inventory());
+    expect(inventories).toEqual([3]);
+    expect(changes).toBe(1);
+    expect(model.status).toBe('starting');
+    model.apply({
+      protocol: 1,
+      type: 'hello',
+      agentVersion: '0.1.0',
+      python: '3.11',
+      pid: 1,
+      torch: null,
+      nvml: false,
+      nvmlError: null,
+      devices: []
+    });
+    expect(model.status).toBe('ready');
+  });
+
+  it('does not emit changed when the status is set to the same value', () => {
+    const model = new GpuKernelModel({ kernelId: 'k' });
+    let changes = 0;
+    model.changed.connect(() => changes++);
+    model.setStatus('dead');
+    model.setStatus('dead');
+    expect(changes).toBe(1);
+  });
+
+  it('forgets the previous kernel process on reset and counts drops', () => {
+    const model = new GpuKernelModel({ kernelId: 'k' });
+    model.apply(c01Inventory());
+    model.apply(gpuSample(1, 2));
+    model.countDropped();
+    model.resetKernelState();
+    expect(model.inventory).toBeNull();
+    expect(model.samples).toHaveLength(0);
+    expect(model.droppedMessages).toBe(1);
+  });
+});
