@@ -25,7 +25,11 @@ module.exports = {
   reporters: ['default'],
   automock: false,
   testRegex: 'test/unit/.*\\.spec\\.tsx?$',
-  collectCoverageFrom: ['src/**/*.{ts,tsx}', '!src/**/*.d.ts', '!src/_generated/**'],
+  collectCoverageFrom: [
+    'src/**/*.{ts,tsx}',
+    '!src/**/*.d.ts',
+    '!src/_generated/**'
+  ],
   transformIgnorePatterns: [`/node_modules/(?!${esModules}).+`],
   testTimeout: 20000
 };

@@ -8,7 +8,7 @@
  * Units: bytes (integers) for memory, seconds since the epoch for `t`,
  * milliseconds for durations. `null` means "not measurable in this kernel".
  */
-import { z } from 'zod';
+import * as z from 'zod/mini';
 
 /** Version carried as `protocol` in every message. */
 export const PROTOCOL_VERSION = 1;
@@ -19,19 +19,19 @@ export const COMM_TARGET = 'jupyterlab_gpu_hygiene.v1';
 /** Marker comment that identifies a clean cell (the agent reports `cleaned` after it). */
 export const CLEAN_MARKER = '# gpu-hygiene: clear_gpu';
 
-const bytes = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
-const nullableBytes = bytes.nullable();
-const count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
-const shortText = z.string().max(10_000);
+const bytes = z.int().check(z.minimum(0), z.maximum(Number.MAX_SAFE_INTEGER));
+const nullableBytes = z.nullable(bytes);
+const count = bytes;
+const shortText = z.string().check(z.maxLength(10_000));
 /** Bytes per device name (`"cpu"`, `"cuda:0"`, ...). */
-const bytesPerDevice = z.record(z.string().max(64), bytes);
+const bytesPerDevice = z.record(z.string().check(z.maxLength(64)), bytes);
 const envelope = { protocol: z.literal(PROTOCOL_VERSION) };
 
 const deviceInfo = z.object({
   index: count,
   name: shortText,
   total: bytes,
-  uuid: shortText.nullable()
+  uuid: z.nullable(shortText)
 });
 
 const hello = z.object({
@@ -40,10 +40,10 @@ const hello = z.object({
   agentVersion: shortText,
   python: shortText,
   pid: count,
-  torch: shortText.nullable(),
+  torch: z.nullable(shortText),
   nvml: z.boolean(),
-  nvmlError: shortText.nullable(),
-  devices: z.array(deviceInfo).max(64)
+  nvmlError: z.nullable(shortText),
+  devices: z.array(deviceInfo).check(z.maxLength(64))
 });
 
 const deviceSample = z.object({
@@ -58,10 +58,10 @@ const deviceSample = z.object({
 const sample = z.object({
   ...envelope,
   type: z.literal('sample'),
-  t: z.number().finite().nonnegative(),
+  t: z.number().check(z.minimum(0)),
   seq: count,
   busy: z.boolean(),
-  devices: z.array(deviceSample).max(64)
+  devices: z.array(deviceSample).check(z.maxLength(64))
 });
 
 const holder = z.object({
@@ -70,7 +70,7 @@ const holder = z.object({
 });
 
 const modelInfo = z.object({
-  id: z.string().max(64),
+  id: z.string().check(z.maxLength(64)),
   order: count,
   className: shortText,
   module: shortText,
@@ -78,7 +78,7 @@ const modelInfo = z.object({
   label: shortText,
   parameters: count,
   bytes: bytesPerDevice,
-  holders: z.array(holder).max(1000),
+  holders: z.array(holder).check(z.maxLength(1000)),
   stale: z.boolean()
 });
 
@@ -87,22 +87,22 @@ const lastError = z.object({
   message: shortText,
   frames: z
     .array(z.object({ name: shortText, bytes: bytesPerDevice, tensors: count }))
-    .max(1000),
+    .check(z.maxLength(1000)),
   bytes: bytesPerDevice
 });
 
 const inventory = z.object({
   ...envelope,
   type: z.literal('inventory'),
-  t: z.number().finite().nonnegative(),
+  t: z.number().check(z.minimum(0)),
   seq: count,
-  executionCount: count.nullable(),
-  durationMs: z.number().finite().nonnegative(),
+  executionCount: z.nullable(count),
+  durationMs: z.number().check(z.minimum(0)),
   torchImported: z.boolean(),
   cudaInitialized: z.boolean(),
   truncated: z.boolean(),
-  models: z.array(modelInfo).max(10_000),
-  lastError: lastError.nullable()
+  models: z.array(modelInfo).check(z.maxLength(10_000)),
+  lastError: z.nullable(lastError)
 });
 
 const beforeAfter = z.object({ before: bytes, after: bytes });
@@ -110,11 +110,13 @@ const beforeAfter = z.object({ before: bytes, after: bytes });
 const cleaned = z.object({
   ...envelope,
   type: z.literal('cleaned'),
-  executionCount: count.nullable(),
+  executionCount: z.nullable(count),
   models: z.object({ before: count, after: count }),
   freed: bytesPerDevice,
-  allocated: z.record(z.string().max(64), beforeAfter).nullable(),
-  reserved: z.record(z.string().max(64), beforeAfter).nullable()
+  allocated: z.nullable(
+    z.record(z.string().check(z.maxLength(64)), beforeAfter)
+  ),
+  reserved: z.nullable(z.record(z.string().check(z.maxLength(64)), beforeAfter))
 });
 
 const agentError = z.object({

@@ -1,6 +1,10 @@
 import { readFileSync, writeFileSync } from 'fs';
 import { join } from 'path';
-import { commentSafe, generateCleanCell, planClean } from '../../src/analysis/cleanup';
+import {
+  commentSafe,
+  generateCleanCell,
+  planClean
+} from '../../src/analysis/cleanup';
 import { CLEAN_MARKER } from '../../src/protocol';
 import { c01Inventory, yolo } from './fixtures';
 
@@ -33,7 +37,12 @@ describe('planClean', () => {
   });
 
   it('is empty without an inventory', () => {
-    expect(planClean(null)).toEqual({ outKeys: [], staleModels: [], keptNames: [], staleBytes: 0 });
+    expect(planClean(null)).toEqual({
+      outKeys: [],
+      staleModels: [],
+      keptNames: [],
+      staleBytes: 0
+    });
   });
 
   it('ignores holder names that are not identifiers or cache entries', () => {
@@ -82,7 +91,8 @@ describe('generateCleanCell', () => {
 
   it('keeps hostile labels inside one comment line', () => {
     const inventory = c01Inventory();
-    inventory.models[0].label = 'Evil\nimport os; os.system("rm -rf /")\r\u2028x';
+    inventory.models[0].label =
+      'Evil\nimport os; os.system("rm -rf /")\r\u2028x';
     const code = generateCleanCell(planClean(inventory));
     const line = code.split('\n').find(l => l.includes('Evil'));
     expect(line?.trimStart().startsWith('# - Evil import os')).toBe(true);

@@ -1,4 +1,8 @@
-import { formatBytes, formatPlacement, sumBytes } from '../../src/analysis/format';
+import {
+  formatBytes,
+  formatPlacement,
+  sumBytes
+} from '../../src/analysis/format';
 
 describe('formatBytes', () => {
   it.each([
@@ -24,7 +28,9 @@ describe('sumBytes / formatPlacement', () => {
   });
 
   it('says where a model lives', () => {
-    expect(formatPlacement({ 'cuda:0': 12 * 2 ** 20 })).toBe('12.0 MiB on cuda:0');
+    expect(formatPlacement({ 'cuda:0': 12 * 2 ** 20 })).toBe(
+      '12.0 MiB on cuda:0'
+    );
     expect(formatPlacement({ cpu: 2 ** 20 })).toBe('1.0 MiB in RAM');
     expect(formatPlacement({})).toBe('0 B');
   });

@@ -21,7 +21,9 @@ function readyModel(): GpuKernelModel {
     torch: '2.14.1',
     nvml: true,
     nvmlError: null,
-    devices: [{ index: 0, name: 'NVIDIA H200', total: 141 * GiB, uuid: 'GPU-1' }]
+    devices: [
+      { index: 0, name: 'NVIDIA H200', total: 141 * GiB, uuid: 'GPU-1' }
+    ]
   });
   return model;
 }
@@ -72,7 +74,9 @@ describe('gaugeState', () => {
     const state = gaugeState(model, DEFAULT_SETTINGS, trans);
     expect(state.kind).toBe('no-gpu');
     expect(state.text).toBe('No GPU · 2 models (24.2 MiB RAM)');
-    expect(state.tooltip[0]).toBe('VRAM not measurable: NVML Shared Library Not Found');
+    expect(state.tooltip[0]).toBe(
+      'VRAM not measurable: NVML Shared Library Not Found'
+    );
     expect(state.fraction).toBeNull();
   });
 
@@ -90,11 +94,18 @@ describe('gaugeState', () => {
 
   it('lists agent errors once in the tooltip', () => {
     const model = readyModel();
-    const error = { protocol: 1 as const, type: 'error' as const, where: 'nvml' as const, message: 'Driver Not Loaded' };
+    const error = {
+      protocol: 1 as const,
+      type: 'error' as const,
+      where: 'nvml' as const,
+      message: 'Driver Not Loaded'
+    };
     model.apply(error);
     model.apply(error);
     const state = gaugeState(model, DEFAULT_SETTINGS, trans);
-    expect(state.tooltip.filter(l => l.includes('Driver Not Loaded'))).toHaveLength(1);
+    expect(
+      state.tooltip.filter(l => l.includes('Driver Not Loaded'))
+    ).toHaveLength(1);
   });
 });
 
@@ -110,7 +121,9 @@ describe('GaugeComponent', () => {
     expect(root.title).toContain('Device used: 135.0 GiB of 141.0 GiB');
     const meter = screen.getByRole('meter');
     expect(meter.getAttribute('aria-valuenow')).toBe('96');
-    const fill = container.querySelector('.jp-GpuHygiene-gaugeFill') as HTMLElement;
+    const fill = container.querySelector(
+      '.jp-GpuHygiene-gaugeFill'
+    ) as HTMLElement;
     expect(fill.style.width).toBe('96%');
     expect(fill.className).toContain('jp-GpuHygiene-level-critical');
   });

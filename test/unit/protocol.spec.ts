@@ -53,21 +53,35 @@ describe('parseKernelMessage', () => {
     ['a missing field', { ...hello, devices: undefined }],
     [
       'negative bytes',
-      { ...gpuSample(1, 2), devices: [{ ...gpuSample(1, 2).devices[0], used: -1 }] }
+      {
+        ...gpuSample(1, 2),
+        devices: [{ ...gpuSample(1, 2).devices[0], used: -1 }]
+      }
     ],
     [
       'bytes beyond 2^53',
-      { ...gpuSample(1, 2), devices: [{ ...gpuSample(1, 2).devices[0], total: 2 ** 60 }] }
+      {
+        ...gpuSample(1, 2),
+        devices: [{ ...gpuSample(1, 2).devices[0], total: 2 ** 60 }]
+      }
     ],
     ['a NaN time', { ...gpuSample(1, 2), t: NaN }],
     [
       'an unknown holder kind',
       {
         ...c01Inventory(),
-        models: [{ ...c01Inventory().models[0], holders: [{ kind: 'x', name: 'a' }] }]
+        models: [
+          { ...c01Inventory().models[0], holders: [{ kind: 'x', name: 'a' }] }
+        ]
       }
     ],
-    ['an unknown family', { ...c01Inventory(), models: [{ ...c01Inventory().models[0], family: 'jax' }] }]
+    [
+      'an unknown family',
+      {
+        ...c01Inventory(),
+        models: [{ ...c01Inventory().models[0], family: 'jax' }]
+      }
+    ]
   ])('rejects %s with a reason', (_, data) => {
     const result = parseKernelMessage(data);
     expect(result.ok).toBe(false);
@@ -99,8 +113,11 @@ describe('parseKernelMessage', () => {
           if (depth > 3) {
             return {};
           }
-          const base: Record<string, unknown> = random() > 0.3 ? { ...c01Inventory() } : {};
-          base[['protocol', 'type', 'models', 't', 'seq', 'devices'][pick % 6]] = junk(depth + 1);
+          const base: Record<string, unknown> =
+            random() > 0.3 ? { ...c01Inventory() } : {};
+          base[
+            ['protocol', 'type', 'models', 't', 'seq', 'devices'][pick % 6]
+          ] = junk(depth + 1);
           return base;
         }
       }

@@ -25,8 +25,20 @@ describe('findStackedModels', () => {
       models: [
         yolo({ id: 'a', order: 1, label: 'YOLO (yolov8n.yaml)' }),
         yolo({ id: 'b', order: 4, label: 'YOLO (yolov8s.yaml)' }),
-        yolo({ id: 'g', order: 2, family: 'torch', className: 'Generator', module: 'gan' }),
-        yolo({ id: 'd', order: 3, family: 'torch', className: 'Discriminator', module: 'gan' })
+        yolo({
+          id: 'g',
+          order: 2,
+          family: 'torch',
+          className: 'Generator',
+          module: 'gan'
+        }),
+        yolo({
+          id: 'd',
+          order: 3,
+          family: 'torch',
+          className: 'Discriminator',
+          module: 'gan'
+        })
       ]
     };
     const groups = findStackedModels(inventory);

@@ -1,0 +1,83 @@
+# jupyterlab-gpu-hygiene — two commands on a fresh machine:
+#   make lab    set everything up and open JupyterLab on the demo notebook
+#   make test   set everything up and run every test (lint, jest, pytest, Galata)
+SHELL := /bin/bash
+.ONESHELL:
+.SHELLFLAGS := -eu -o pipefail -c
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := .make
+CHROMIUM := /usr/bin/chromium
+export YOLO_OFFLINE := true
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+TS_SOURCES := $(shell find src style schema -type f 2>/dev/null) package.json tsconfig.json
+
+.PHONY: lab test setup build lint test-unit test-agent test-ui clean help
+
+help:
+	@echo "make lab    # set up .venv and node_modules, build, open JupyterLab on examples/stacked-yolo.ipynb"
+	@echo "make test   # set up, then lint + jest + pytest (real kernel) + Galata (Debian chromium)"
+
+$(STAMP):
+	mkdir -p $(STAMP)
+
+# Python environment: JupyterLab, ipykernel, torch (from the local wheel folder here), ultralytics.
+$(STAMP)/venv: requirements-dev.txt | $(STAMP)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements-dev.txt
+	touch $@
+
+# Node dependencies, exactly as locked.
+$(STAMP)/node: package.json package-lock.json | $(STAMP)
+	npm ci --no-audit --no-fund
+	touch $@
+
+# The prebuilt labextension, installed into .venv the way users get it (a wheel install).
+$(STAMP)/build: $(STAMP)/venv $(STAMP)/node $(TS_SOURCES) pyproject.toml install.json
+	source $(BIN)/activate
+	npm run build:prod
+	pip install -q --no-build-isolation --no-deps --force-reinstall .
+	jupyter labextension list 2>&1 | grep -E "jupyterlab-gpu-hygiene .*enabled.*OK"
+	touch $@
+
+$(STAMP)/chromium: | $(STAMP)
+	if [ ! -x $(CHROMIUM) ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi
+	touch $@
+
+setup: $(STAMP)/build
+
+build: $(STAMP)/build
+
+lab: $(STAMP)/build
+	source $(BIN)/activate
+	jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=examples stacked-yolo.ipynb
+
+lint: $(STAMP)/venv $(STAMP)/node
+	npm run build:agent
+	npm run lint:check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test-unit: $(STAMP)/node $(STAMP)/venv
+	npm test
+
+test-agent: $(STAMP)/venv $(STAMP)/node
+	npm run build:agent
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+test-ui: $(STAMP)/build $(STAMP)/chromium
+	source $(BIN)/activate
+	npx playwright test
+
+test: $(STAMP)/build $(STAMP)/chromium
+	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory test-unit
+	$(MAKE) --no-print-directory test-agent
+	$(MAKE) --no-print-directory test-ui
+
+clean:
+	rm -rf $(STAMP) lib jupyterlab_gpu_hygiene/labextension src/_generated tsconfig.tsbuildinfo test-results playwright-report

@@ -1,0 +1,42 @@
+/**
+ * Galata (Playwright) configuration: a real JupyterLab server with the built
+ * extension, driven in Debian's chromium (Playwright's own browser download
+ * is not available on the project machines).
+ */
+const baseConfig = require('@jupyterlab/galata/lib/playwright-config');
+
+module.exports = {
+  ...baseConfig,
+  testDir: './test/ui',
+  reporter: [['list'], ['html', { open: 'never' }]],
+  timeout: 180000,
+  expect: { timeout: 30000 },
+  workers: 1,
+  retries: 0,
+  use: {
+    ...baseConfig.use,
+    baseURL: 'http://127.0.0.1:8888',
+    trace: 'retain-on-failure',
+    video: 'off',
+    launchOptions: {
+      executablePath: '/usr/bin/chromium',
+      args: [
+        '--no-sandbox',
+        '--headless',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run'
+      ]
+    }
+  },
+  webServer: {
+    command:
+      '.venv/bin/jupyter lab --config test/ui/jupyter_server_test_config.py',
+    url: 'http://127.0.0.1:8888/lab',
+    timeout: 180000,
+    reuseExistingServer: false,
+    env: { ...process.env, YOLO_OFFLINE: 'true' }
+  }
+};

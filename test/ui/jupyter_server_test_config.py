@@ -1,0 +1,19 @@
+"""JupyterLab server for the Galata tests: token and xsrf off, app exposed to Galata."""
+
+import os
+from pathlib import Path
+from tempfile import mkdtemp
+
+from jupyterlab.galata import configure_jupyter_server
+
+configure_jupyter_server(c)  # noqa: F821 - `c` is the config object jupyter passes in
+
+c.ServerApp.ip = "127.0.0.1"
+c.ServerApp.port = 8888
+c.ServerApp.port_retries = 0
+c.ServerApp.root_dir = mkdtemp(prefix="gpu-hygiene-galata-")
+c.ServerApp.open_browser = False
+# Kernels must not reach the network (nothing may download weights).
+os.environ.setdefault("YOLO_OFFLINE", "true")
+c.LabApp.expose_app_in_browser = True
+Path(c.ServerApp.root_dir).mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,108 @@
+/**
+ * Browser test: a real JupyterLab server, a real ipykernel with torch and
+ * Ultralytics on the CPU, the built extension, Debian chromium.
+ *
+ * Open the demo notebook, run the model cell twice, see the toast naming the
+ * holder and the gauge, click Clean GPU in the toolbar, see the clean cell run
+ * and one model left, restart the kernel and see the gauge come back.
+ */
+import { expect, test } from '@jupyterlab/galata';
+import * as path from 'path';
+
+// Galata's kernels fixture intercepts POST .../restart; a real restart needs it off.
+test.use({ kernels: null, autoGoto: true });
+
+const NOTEBOOK = 'stacked-yolo.ipynb';
+const gauge = '.jp-GpuHygiene-gauge';
+const toast = '.Toastify__toast';
+
+test.describe('stacked YOLO models', () => {
+  test.beforeEach(async ({ page, tmpPath }) => {
+    await page.contents.uploadFile(
+      path.resolve(__dirname, '../../examples', NOTEBOOK),
+      `${tmpPath}/${NOTEBOOK}`
+    );
+    await page.notebook.openByPath(`${tmpPath}/${NOTEBOOK}`);
+    await page.notebook.activate(NOTEBOOK);
+  });
+
+  test('warns, cleans and survives a restart', async ({ page }, testInfo) => {
+    // The agent answers before any torch import: no GPU on this machine.
+    await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
+      timeout: 120000
+    });
+
+    await page.notebook.runCell(1); // imports
+    await page.notebook.runCell(2); // model = YOLO(...); model.to(DEVICE)
+    await expect(page.locator(gauge)).toContainText('1 model');
+    await page.notebook.runCell(2); // the re-run
+
+    const warning = page.locator(toast, { hasText: 'models stacked' });
+    await expect(warning).toBeVisible();
+    await expect(warning).toContainText('held only by Out[2], _2, __');
+    await expect(warning).toContainText('YOLO (yolov8n.yaml)');
+    await warning.screenshot({
+      path: testInfo.outputPath('stacked-yolo-toast.png')
+    });
+    await expect(page.locator(gauge)).toContainText('No GPU · 2 models');
+    await expect(page.locator(gauge)).toHaveAttribute(
+      'title',
+      /Live models: 2 \(1 stale\)/
+    );
+
+    const cellsBefore = await page.notebook.getCellCount();
+    await page
+      .locator('.jp-NotebookPanel-toolbar [data-command="gpu-hygiene:clean"]')
+      .click();
+
+    // The clean cell is inserted below the active cell and executed.
+    await expect.poll(() => page.notebook.getCellCount()).toBe(cellsBefore + 1);
+    const cleanIndex = 3;
+    await expect
+      .poll(
+        async () =>
+          (await page.notebook.getCellTextInput(cleanIndex)).split('\n')[0]
+      )
+      .toBe('# gpu-hygiene: clear_gpu');
+    const cleanCell = await page.notebook.getCellLocator(cleanIndex);
+    await expect(cleanCell!.locator('.jp-InputPrompt')).toHaveText(/\[\d+\]:/);
+    await expect(
+      page.locator(toast, { hasText: 'Clean GPU freed' })
+    ).toBeVisible();
+    await expect(
+      page.locator(toast, { hasText: 'Clean GPU freed' })
+    ).toContainText('(2 → 1 live)');
+    await expect(page.locator(gauge)).toContainText('No GPU · 1 model');
+    await expect(warning).toHaveCount(0);
+
+    // The user's variable survived the clean.
+    await page.notebook.addCell(
+      'code',
+      'print(type(model).__name__, model.task)'
+    );
+    const last = (await page.notebook.getCellCount()) - 1;
+    await page.notebook.runCell(last);
+    expect((await page.notebook.getCellTextOutput(last))?.join('')).toContain(
+      'YOLO detect'
+    );
+
+    // Restart with JupyterLab's own confirmation; the agent is sent again.
+    await page.evaluate(() => {
+      void (window as any).jupyterapp.commands.execute(
+        'gpu-hygiene:restart-kernel'
+      );
+    });
+    await page
+      .locator('.jp-Dialog')
+      .getByRole('button', { name: /Restart/ })
+      .click();
+    await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
+      timeout: 60000
+    });
+    await expect(page.locator(gauge)).toHaveText('No GPU');
+    // Still alive after the restart: a new cell reports through the new agent.
+    await page.notebook.runCell(1);
+    await page.notebook.runCell(2);
+    await expect(page.locator(gauge)).toContainText('No GPU · 1 model');
+  });
+});
