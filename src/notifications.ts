@@ -44,7 +44,10 @@ export function describeStacking(
   const older = group.older[group.older.length - 1];
   const newest = group.newest;
   const compose = (maxNames: number): string => {
-    const holders = holderNames(older);
+    const holders = holderNames({
+      ...older,
+      holders: older.holders.filter(h => h.kind !== 'hidden')
+    });
     const stale = older.stale;
     const held = holders.length
       ? stale
@@ -57,7 +60,7 @@ export function describeStacking(
         : '';
     const more = moreGroups ? trans.__(' +%1 more', moreGroups) : '';
     return trans.__(
-      '%1 models stacked: the older %2, %3, is %4%5; the newer %6 (%7).%8',
+      'Stacked %1: older %2, %3, %4%5; newer %6, %7.%8',
       familyName(newest),
       older.label,
       formatBytes(sumBytes(older.bytes)),

@@ -65,7 +65,28 @@ export function stackingSignature(groups: IStackedGroup[]): string {
     .join(';');
 }
 
-/** Names of the holders of a model, in protocol order, e.g. `["Out[2]", "_2", "__"]`. */
+const KIND_RANK = { variable: 0, output: 1, traceback: 2, hidden: 3 };
+
+function outputRank(name: string): number {
+  if (name.startsWith('Out[')) {
+    return 0;
+  }
+  return /^_\d+$/.test(name) ? 1 : 2;
+}
+
+/**
+ * Names of the holders of a model for display: user variables first, then the
+ * output cache (`Out[n]`, `_n`, then `_`, `__`, `___`), the last traceback,
+ * hidden — e.g. `["Out[2]", "_2", "__"]`.
+ */
 export function holderNames(model: IModelInfo): string[] {
-  return model.holders.map(h => h.name);
+  return [...model.holders]
+    .sort(
+      (a, b) =>
+        KIND_RANK[a.kind] - KIND_RANK[b.kind] ||
+        (a.kind === 'output' ? outputRank(a.name) - outputRank(b.name) : 0) ||
+        a.name.length - b.name.length ||
+        a.name.localeCompare(b.name)
+    )
+    .map(h => h.name);
 }

@@ -13,6 +13,7 @@ c.ServerApp.port = 8888
 c.ServerApp.port_retries = 0
 c.ServerApp.root_dir = mkdtemp(prefix="gpu-hygiene-galata-")
 c.ServerApp.open_browser = False
+c.ServerApp.allow_root = True  # CI and the project machines run as root
 # Kernels must not reach the network (nothing may download weights).
 os.environ.setdefault("YOLO_OFFLINE", "true")
 c.LabApp.expose_app_in_browser = True

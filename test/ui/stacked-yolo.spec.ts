@@ -37,7 +37,7 @@ test.describe('stacked YOLO models', () => {
     await expect(page.locator(gauge)).toContainText('1 model');
     await page.notebook.runCell(2); // the re-run
 
-    const warning = page.locator(toast, { hasText: 'models stacked' });
+    const warning = page.locator(toast, { hasText: 'Stacked YOLO' });
     await expect(warning).toBeVisible();
     await expect(warning).toContainText('held only by Out[2], _2, __');
     await expect(warning).toContainText('YOLO (yolov8n.yaml)');
@@ -45,6 +45,9 @@ test.describe('stacked YOLO models', () => {
       path: testInfo.outputPath('stacked-yolo-toast.png')
     });
     await expect(page.locator(gauge)).toContainText('No GPU · 2 models');
+    await page.screenshot({
+      path: testInfo.outputPath('stacked-yolo-page.png')
+    });
     await expect(page.locator(gauge)).toHaveAttribute(
       'title',
       /Live models: 2 \(1 stale\)/
@@ -57,7 +60,8 @@ test.describe('stacked YOLO models', () => {
 
     // The clean cell is inserted below the active cell and executed.
     await expect.poll(() => page.notebook.getCellCount()).toBe(cellsBefore + 1);
-    const cleanIndex = 3;
+    // Shift+Enter moved to the markdown cell (index 3): the clean cell lands below it.
+    const cleanIndex = 4;
     await expect
       .poll(
         async () =>
@@ -92,10 +96,7 @@ test.describe('stacked YOLO models', () => {
         'gpu-hygiene:restart-kernel'
       );
     });
-    await page
-      .locator('.jp-Dialog')
-      .getByRole('button', { name: /Restart/ })
-      .click();
+    await page.locator('.jp-Dialog .jp-mod-accept').click();
     await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
       timeout: 60000
     });

@@ -1,0 +1,183 @@
+import { Notification } from '@jupyterlab/apputils';
+import { nullTranslator } from '@jupyterlab/translation';
+import { CommandRegistry } from '@lumino/commands';
+import { Signal } from '@lumino/signaling';
+import { findStackedModels } from '../../src/analysis/stacking';
+import { GpuKernelModel } from '../../src/model';
+import {
+  describeCleaned,
+  describeStacking,
+  GpuNotifier
+} from '../../src/notifications';
+import { DEFAULT_SETTINGS, IGpuMonitor, IGpuSettings } from '../../src/tokens';
+import { c01Inventory, yolo } from './fixtures';
+
+const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
+
+describe('describeStacking', () => {
+  it('names both models, their sizes and what holds the older one (C01)', () => {
+    const [group] = findStackedModels(c01Inventory());
+    expect(describeStacking(group, trans)).toBe(
+      'Stacked YOLO: older YOLO (yolov8n.yaml), 12.1 MiB, held only by Out[2], _2, __; newer YOLO (yolov8n.yaml), 12.1 MiB in RAM.'
+    );
+  });
+
+  it('says when the older one is still named by a variable', () => {
+    const inventory = c01Inventory();
+    inventory.models[0].holders = [{ kind: 'variable', name: 'first' }];
+    inventory.models[0].stale = false;
+    const [group] = findStackedModels(inventory);
+    expect(describeStacking(group, trans)).toContain('still named by first');
+  });
+
+  it('stays within the 140 characters of a toast', () => {
+    const inventory = c01Inventory();
+    inventory.models[0].holders = Array.from({ length: 40 }, (_, i) => ({
+      kind: 'output' as const,
+      name: `_${i + 10}`
+    }));
+    inventory.models[0].label = 'YOLO (' + 'x'.repeat(60) + '.yaml)';
+    const [group] = findStackedModels(inventory);
+    const text = describeStacking(group, trans);
+    expect(text.length).toBeLessThanOrEqual(140);
+    expect(text).toContain('Stacked YOLO');
+  });
+});
+
+describe('describeCleaned', () => {
+  it('reports freed bytes and the model count', () => {
+    expect(
+      describeCleaned(
+        {
+          protocol: 1,
+          type: 'cleaned',
+          executionCount: 4,
+          models: { before: 2, after: 1 },
+          freed: { 'cuda:0': 12 * 2 ** 20 },
+          allocated: {
+            'cuda:0': { before: 60 * 2 ** 20, after: 48 * 2 ** 20 }
+          },
+          reserved: { 'cuda:0': { before: 80 * 2 ** 20, after: 64 * 2 ** 20 } }
+        },
+        trans
+      )
+    ).toBe(
+      'Clean GPU freed 12.0 MiB of models (2 → 1 live). PyTorch allocated −12.0 MiB, reserved −16.0 MiB.'
+    );
+  });
+});
+
+/**
+ * A minimal IGpuMonitor around one real GpuKernelModel: the real monitor needs
+ * a notebook tracker and kernels, which the Galata test covers.
+ */
+class OneModelMonitor implements IGpuMonitor {
+  constructor(readonly model: GpuKernelModel) {}
+  readonly currentChanged: Signal<IGpuMonitor, GpuKernelModel | null> =
+    new Signal(this);
+  readonly modelAdded: Signal<IGpuMonitor, GpuKernelModel> = new Signal(this);
+  readonly settingsChanged: Signal<IGpuMonitor, IGpuSettings> = new Signal(
+    this
+  );
+  settings: IGpuSettings = { ...DEFAULT_SETTINGS };
+  currentSessionContext = null;
+  get currentModel() {
+    return this.model;
+  }
+  get models() {
+    return [this.model];
+  }
+  async setSetting<K extends keyof IGpuSettings>(
+    key: K,
+    value: IGpuSettings[K]
+  ) {
+    this.settings = { ...this.settings, [key]: value };
+  }
+  panelFor() {
+    return null;
+  }
+}
+
+describe('GpuNotifier', () => {
+  afterEach(() => {
+    Notification.dismiss();
+  });
+
+  const warnings = () =>
+    Notification.manager.notifications.filter(n => n.type === 'warning');
+
+  it('raises one toast per kernel, updates it, and dismisses it when resolved', () => {
+    const model = new GpuKernelModel({ kernelId: 'k1' });
+    const monitor = new OneModelMonitor(model);
+    const notifier = new GpuNotifier({
+      monitor,
+      commands: new CommandRegistry(),
+      trans
+    });
+
+    model.apply(c01Inventory());
+    expect(warnings()).toHaveLength(1);
+    expect(warnings()[0].message).toContain('held only by Out[2], _2, __');
+    expect(warnings()[0].options.actions?.map(a => a.label)).toEqual([
+      'Clean GPU',
+      'Restart kernel',
+      "Don't warn again"
+    ]);
+
+    // The same situation after another cell: no new toast.
+    model.apply({ ...c01Inventory(), seq: 4 });
+    expect(warnings()).toHaveLength(1);
+
+    // A third instance: the same toast is updated, not stacked.
+    const third = c01Inventory();
+    third.models.push(yolo({ id: 'c', order: 3 }));
+    model.apply(third);
+    expect(warnings()).toHaveLength(1);
+    expect(warnings()[0].message).toContain('(+1 older)');
+
+    // After a clean only one model is left: the toast goes away.
+    model.apply({ ...c01Inventory(), models: [c01Inventory().models[1]] });
+    expect(warnings()).toHaveLength(0);
+    notifier.dispose();
+  });
+
+  it("'Don't warn again' turns the setting off and no toast follows", async () => {
+    const model = new GpuKernelModel({ kernelId: 'k2' });
+    const monitor = new OneModelMonitor(model);
+    const notifier = new GpuNotifier({
+      monitor,
+      commands: new CommandRegistry(),
+      trans
+    });
+    model.apply(c01Inventory());
+    const action = warnings()[0].options.actions?.find(
+      a => a.label === "Don't warn again"
+    );
+    action?.callback(new MouseEvent('click'));
+    expect(monitor.settings.warnOnStackedModels).toBe(false);
+    Notification.dismiss();
+    model.apply({
+      ...c01Inventory(),
+      models: [...c01Inventory().models, yolo({ id: 'z', order: 9 })]
+    });
+    expect(warnings()).toHaveLength(0);
+    notifier.dispose();
+  });
+
+  it('runs the clean command for that kernel from the toast', () => {
+    const model = new GpuKernelModel({ kernelId: 'k3' });
+    const monitor = new OneModelMonitor(model);
+    const commands = new CommandRegistry();
+    const calls: unknown[] = [];
+    commands.addCommand('gpu-hygiene:clean', {
+      execute: args => void calls.push(args)
+    });
+    const notifier = new GpuNotifier({ monitor, commands, trans });
+    model.apply(c01Inventory());
+    warnings()[0]
+      .options.actions?.find(a => a.label === 'Clean GPU')
+      ?.callback(new MouseEvent('click'));
+    expect(calls).toEqual([{ kernelId: 'k3' }]);
+    notifier.dispose();
+  });
+});
