@@ -9,9 +9,7 @@ try:
 except ImportError:  # pragma: no cover - only in a source tree that was never built
     import warnings
 
-    warnings.warn(
-        "Importing 'jupyterlab_gpu_hygiene' outside a proper installation.", stacklevel=2
-    )
+    warnings.warn("Importing 'jupyterlab_gpu_hygiene' outside a proper installation.", stacklevel=2)
     __version__ = "dev"
 
 

@@ -50,7 +50,8 @@ ROOT_EXAMINED = 200000
 PHASE_VISITS = 20000
 PHASE_EXAMINED = 1000000
 MAX_PENDING_ERRORS = 32
-MAX_TB_DEPTH = 1000
+MAX_TB_DEPTH = 1000  # traceback entries followed per traceback (RecursionError...)
+MAX_HOLDERS = 100  # holder names reported per model
 
 HIDDEN_HOLDER = "unreachable from the namespace"
 
@@ -449,6 +450,8 @@ class Walker:
         self.module_type = module_type
         self.skip_ids = skip_ids
         self.truncated = False
+        self.expand_module = None  # callable(module) -> bool: also walk its plain attributes
+        self.module_internals = frozenset()  # nn.Module's own __dict__ keys, never walked
         self.visits = 0  # whole inventory, for the record
         self._phase_visits = 0
         self._phase_examined = 0
@@ -489,6 +492,23 @@ class Walker:
                 continue
             if module_type is not None and issubclass(cls, module_type):
                 on_module(obj)
+                expand = self.expand_module
+                if expand is None or not expand(obj):
+                    continue
+                internals = self.module_internals
+                refs = [v for k, v in list(_vars(obj).items()) if k not in internals]
+                if visits >= ROOT_VISITS or self._phase_visits >= PHASE_VISITS:
+                    self.truncated = True
+                    return False
+                visits += 1
+                self.visits += 1
+                self._phase_visits += 1
+                examined += len(refs)
+                self._phase_examined += len(refs)
+                for ref in refs:
+                    if type(ref) not in _LEAF_TYPES and id(ref) not in seen:
+                        seen.add(id(ref))
+                        stack.append(ref)
                 continue
             if id(obj) in skip_ids or issubclass(cls, _OPAQUE_TYPES):
                 continue
@@ -563,6 +583,160 @@ def _ignore(_obj):
     pass
 
 
+_INTERNALS = []  # [frozenset] once computed
+
+
+def _module_internals(torch):
+    """Keys (frozenset of str) that ``torch.nn.Module.__init__`` puts in every module's
+    ``__dict__``: parameters, buffers, submodules, hook dicts, ``training``."""
+    if not _INTERNALS:
+        keys = set(_vars(torch.nn.Module()))
+        keys.update(("_parameters", "_buffers", "_modules"))
+        _INTERNALS.append(frozenset(keys))
+    return _INTERNALS[0]
+
+
+# --------------------------------------------------------------------------------------------
+# device figures
+
+
+def _text(value):
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+class DeviceSampler:
+    """Device memory figures from NVML (``pynvml``, only if importable) and from torch's caching
+    allocator (only if torch is already imported and CUDA already initialised). Never creates a
+    CUDA context: NVML does not, and torch is only asked once it has one.
+
+    ``devices``: [(cuda index, NVML handle, name, total bytes, uuid)] for the CUDA devices NVML
+    sees, in ``CUDA_VISIBLE_DEVICES`` order. ``nvml``: the pynvml module when initialised, else
+    None, and then ``nvml_error`` (str) says why.
+    """
+
+    def __init__(self, pid=None):
+        self.pid = os.getpid() if pid is None else pid
+        self.nvml = None
+        self.nvml_error = None
+        self.devices = []
+        self._memory_v2 = True
+
+    def start(self):
+        """Initialise NVML and list the devices; failures end up in ``nvml_error``."""
+        try:
+            import pynvml  # nvidia-ml-py, only when the kernel's environment has it
+        except Exception as exc:
+            self.nvml_error = "nvidia-ml-py (pynvml) not importable: " + _describe(exc)
+            return
+        try:
+            pynvml.nvmlInit()
+        except Exception as exc:
+            self.nvml_error = "NVML initialisation failed: " + _describe(exc)
+            return
+        try:
+            handles = []
+            uuids = []
+            for i in range(pynvml.nvmlDeviceGetCount()):
+                handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+                handles.append(handle)
+                try:
+                    uuids.append(_text(pynvml.nvmlDeviceGetUUID(handle)))
+                except Exception:
+                    uuids.append(None)
+            order = cuda_visible_nvml_indices(os.environ.get("CUDA_VISIBLE_DEVICES"), uuids)
+            devices = []
+            for cuda_index, nvml_index in enumerate(order):
+                handle = handles[nvml_index]
+                name = _text(pynvml.nvmlDeviceGetName(handle))
+                total = int(self._memory(pynvml, handle).total)
+                devices.append((cuda_index, handle, name, total, uuids[nvml_index]))
+            self.devices = devices
+            self.nvml = pynvml
+        except Exception as exc:
+            self.nvml_error = "NVML device query failed: " + _describe(exc)
+            self.devices = []
+            with contextlib.suppress(Exception):
+                pynvml.nvmlShutdown()
+
+    def stop(self):
+        """Release NVML (``nvmlShutdown`` balances ``nvmlInit``)."""
+        if self.nvml is not None:
+            with contextlib.suppress(Exception):
+                self.nvml.nvmlShutdown()
+            self.nvml = None
+
+    def _memory(self, nvml, handle):
+        # v2 struct: "used" excludes driver-reserved memory, as nvidia-smi shows it
+        if self._memory_v2:
+            try:
+                return nvml.nvmlDeviceGetMemoryInfo(handle, version=nvml.nvmlMemory_v2)
+            except Exception:
+                self._memory_v2 = False  # old nvidia-ml-py or driver: v1 from now on
+        return nvml.nvmlDeviceGetMemoryInfo(handle)
+
+    def describe(self):
+        """Devices for ``hello``: [{index, name, total (bytes), uuid}]."""
+        return [
+            {"index": index, "name": name, "total": total, "uuid": uuid}
+            for index, _handle, name, total, uuid in self.devices
+        ]
+
+    def sample(self, on_error=None):
+        """Per-device figures for ``sample`` (list of dicts sorted by CUDA index): ``used`` /
+        ``total`` device memory and ``process`` (this pid's share) from NVML, ``allocated`` /
+        ``reserved`` from torch; bytes, None where not measurable. NVML failures are passed to
+        ``on_error(exception)``."""
+        devices = {}
+        nvml = self.nvml
+        for index, handle, _name, total, _uuid in self.devices if nvml is not None else ():
+            entry = {
+                "index": index,
+                "used": None,
+                "total": total,
+                "process": None,
+                "allocated": None,
+                "reserved": None,
+            }
+            try:
+                mem = self._memory(nvml, handle)
+                entry["used"] = int(mem.used)
+                entry["total"] = int(mem.total)
+                mine = 0
+                unknown = False
+                for proc in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                    if proc.pid == self.pid:
+                        used = getattr(proc, "usedGpuMemory", None)
+                        if used is None:
+                            unknown = True
+                        else:
+                            mine += int(used)
+                entry["process"] = None if unknown else mine
+            except Exception as exc:
+                if on_error is not None:
+                    on_error(exc)
+            devices[index] = entry
+        torch = _torch()
+        if _cuda_initialized(torch):
+            for index in range(torch.cuda.device_count()):
+                entry = devices.get(index)
+                if entry is None:
+                    entry = devices[index] = {
+                        "index": index,
+                        "used": None,
+                        "total": None,
+                        "process": None,
+                        "allocated": None,
+                        "reserved": None,
+                    }
+                entry["allocated"] = int(torch.cuda.memory_allocated(index))
+                entry["reserved"] = int(torch.cuda.memory_reserved(index))
+                # On the device (memory reserved) but NVML did not list our pid: another pid
+                # namespace (containers). Unknown rather than 0.
+                if entry["process"] == 0 and entry["reserved"] > 0:
+                    entry["process"] = None
+        return [devices[i] for i in sorted(devices)]
+
+
 # --------------------------------------------------------------------------------------------
 # the agent
 
@@ -587,9 +761,7 @@ class Agent:
         self.sample_seq = itertools.count(1)
         self.inventory_seq = itertools.count(1)
         self.clean_snapshot = None
-        self.nvml = None  # pynvml module once initialised
-        self.nvml_error = None
-        self.nvml_devices = []  # [(cuda index, handle, name, total, uuid)]
+        self.devices = DeviceSampler()
         self.pid = os.getpid()
         self.configure(config)
 
@@ -597,7 +769,7 @@ class Agent:
 
     def start(self):
         """Initialise NVML, register the comm target and hooks, start the sampler."""
-        self._init_nvml()
+        self.devices.start()
         self.ensure_tracking()
         self.ensure()
 
@@ -646,7 +818,7 @@ class Agent:
         thread = self.thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)
-        self._shutdown_nvml()
+        self.devices.stop()
 
     def configure(self, config):
         """Apply a ``configure`` body / loader config: ``sampleIntervalMs`` (int ms, min 250)."""
@@ -774,12 +946,9 @@ class Agent:
             "python": sys.version.split()[0],
             "pid": self.pid,
             "torch": version,
-            "nvml": self.nvml is not None,
-            "nvmlError": self.nvml_error,
-            "devices": [
-                {"index": index, "name": name, "total": total, "uuid": uuid}
-                for index, _handle, name, total, uuid in self.nvml_devices
-            ],
+            "nvml": self.devices.nvml is not None,
+            "nvmlError": self.devices.nvml_error,
+            "devices": self.devices.describe(),
         }
 
     # ---- IPython hooks
@@ -837,124 +1006,36 @@ class Agent:
     # ---- sampler
 
     def _run_sampler(self):
-        while not self.stop_event.is_set():
-            current = getattr(sys.modules.get(MODULE_NAME), "_agent", None)
-            if current is not None and current is not self:
-                break  # replaced by another agent that could not stop this one
-            if self.comms:
-                try:
-                    payload = self.sample()
-                except Exception as exc:
-                    self.error("sample", exc)
-                else:
-                    self.broadcast(payload)
-            self.wake_event.wait(self.interval_ms / 1000.0)
-            self.wake_event.clear()
+        try:
+            while not self.stop_event.is_set():
+                current = getattr(sys.modules.get(MODULE_NAME), "_agent", None)
+                if current is not None and current is not self:
+                    break  # replaced by another agent that could not stop this one
+                if self.comms:
+                    try:
+                        payload = self.sample()
+                    except Exception as exc:
+                        self.error("sample", exc)
+                    else:
+                        self.broadcast(payload)
+                self.wake_event.wait(self.interval_ms / 1000.0)
+                self.wake_event.clear()
+        except BaseException:
+            pass  # interpreter shutdown; never let a thread traceback reach stderr
 
     def sample(self):
         """The ``sample`` message (dict): NVML and torch allocator figures, in bytes."""
-        devices = {}
-        nvml = self.nvml
-        for index, handle, _name, total, _uuid in self.nvml_devices if nvml is not None else ():
-            entry = {
-                "index": index,
-                "used": None,
-                "total": total,
-                "process": None,
-                "allocated": None,
-                "reserved": None,
-            }
-            try:
-                try:
-                    mem = nvml.nvmlDeviceGetMemoryInfo(handle, version=nvml.nvmlMemory_v2)
-                except (TypeError, AttributeError):
-                    mem = nvml.nvmlDeviceGetMemoryInfo(handle)
-                entry["used"] = int(mem.used)
-                entry["total"] = int(mem.total)
-                mine = 0
-                unknown = False
-                for proc in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
-                    if proc.pid == self.pid:
-                        used = getattr(proc, "usedGpuMemory", None)
-                        if used is None:
-                            unknown = True
-                        else:
-                            mine += int(used)
-                entry["process"] = None if unknown else mine
-            except Exception as exc:
-                self.error("nvml", exc)
-            devices[index] = entry
-        torch = _torch()
-        if _cuda_initialized(torch):
-            for index in range(torch.cuda.device_count()):
-                entry = devices.get(index)
-                if entry is None:
-                    entry = devices[index] = {
-                        "index": index,
-                        "used": None,
-                        "total": None,
-                        "process": None,
-                        "allocated": None,
-                        "reserved": None,
-                    }
-                entry["allocated"] = int(torch.cuda.memory_allocated(index))
-                entry["reserved"] = int(torch.cuda.memory_reserved(index))
-                # The process is on the device (memory reserved) but NVML did not list our pid:
-                # another pid namespace (containers). Unknown rather than 0.
-                if entry["process"] == 0 and entry["reserved"] > 0:
-                    entry["process"] = None
         return {
             "protocol": PROTOCOL,
             "type": "sample",
             "t": time.time(),
             "seq": next(self.sample_seq),
             "busy": bool(self.busy),
-            "devices": [devices[i] for i in sorted(devices)],
+            "devices": self.devices.sample(self._nvml_error),
         }
 
-    def _init_nvml(self):
-        try:
-            import pynvml  # nvidia-ml-py, only when the kernel's environment has it
-        except Exception as exc:
-            self.nvml_error = "nvidia-ml-py (pynvml) not importable: " + _describe(exc)
-            return
-        try:
-            pynvml.nvmlInit()
-        except Exception as exc:
-            self.nvml_error = "NVML initialisation failed: " + _describe(exc)
-            return
-        try:
-            handles = []
-            uuids = []
-            for i in range(pynvml.nvmlDeviceGetCount()):
-                handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-                handles.append(handle)
-                try:
-                    uuid = pynvml.nvmlDeviceGetUUID(handle)
-                    uuids.append(uuid.decode() if isinstance(uuid, bytes) else str(uuid))
-                except Exception:
-                    uuids.append(None)
-            order = cuda_visible_nvml_indices(os.environ.get("CUDA_VISIBLE_DEVICES"), uuids)
-            devices = []
-            for cuda_index, nvml_index in enumerate(order):
-                handle = handles[nvml_index]
-                name = pynvml.nvmlDeviceGetName(handle)
-                name = name.decode() if isinstance(name, bytes) else str(name)
-                total = int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
-                devices.append((cuda_index, handle, name, total, uuids[nvml_index]))
-            self.nvml_devices = devices
-            self.nvml = pynvml
-        except Exception as exc:
-            self.nvml_error = "NVML device query failed: " + _describe(exc)
-            self.nvml_devices = []
-            with contextlib.suppress(Exception):
-                pynvml.nvmlShutdown()
-
-    def _shutdown_nvml(self):
-        if self.nvml is not None:
-            with contextlib.suppress(Exception):
-                self.nvml.nvmlShutdown()
-            self.nvml = None
+    def _nvml_error(self, exc):
+        self.error("nvml", exc)
 
     # ---- inventory
 
@@ -990,6 +1071,13 @@ class Agent:
 
         if torch is not None:
             walker = Walker(torch.Tensor, torch.nn.Module, self._skip_ids())
+            # A model's plain attributes (a trainer, its EMA copy, an optimizer...) are walked
+            # too, so models hanging off a model count as held by the same names. Known
+            # submodules are not expanded.
+            _tops, known_parent = self._models()
+            walker.expand_module = lambda module: id(module) not in known_parent
+            walker.module_internals = _module_internals(torch)
+            del _tops
             for kind, roots in (
                 ("variable", self._variable_roots(shell)),
                 ("output", self._output_roots(shell)),
@@ -1005,6 +1093,7 @@ class Agent:
         walker.start_phase()
         last_error = self._walk_last_error(shell, walker, reach)
         truncated = walker.truncated
+        walker.expand_module = None
         if torch is not None:
             for module in found.values():
                 self.tracker.add(module)  # e.g. unpickled models the hooks never saw
@@ -1055,7 +1144,7 @@ class Agent:
         family = model_family(cls_module)
         kinds_order = {"variable": 0, "output": 1, "traceback": 2}
         pairs = sorted(holder_pairs, key=lambda p: kinds_order.get(p[0], 3))
-        holders = [{"kind": kind, "name": name} for kind, name in pairs]
+        holders = [{"kind": kind, "name": name} for kind, name in pairs[:MAX_HOLDERS]]
         if not holders:
             holders = [{"kind": "hidden", "name": HIDDEN_HOLDER}]
         return {
@@ -1217,7 +1306,8 @@ class Agent:
                 frame = tb.tb_frame
                 if id(frame) not in seen_frames:
                     seen_frames.add(id(frame))
-                    frames.append(frame)
+                    if not _machinery_frame(frame):
+                        frames.append(frame)
                 tb = tb.tb_next
                 depth += 1
         if not frames and not excs:
@@ -1330,6 +1420,16 @@ class Agent:
             "allocated": allocated,
             "reserved": reserved,
         }
+
+
+def _machinery_frame(frame):
+    """Whether a traceback frame belongs to IPython/ipykernel's own code (``run_code``), which
+    holds no user data and is left out of ``lastError``."""
+    try:
+        name = frame.f_globals.get("__name__")
+    except Exception:
+        return False
+    return isinstance(name, str) and name.split(".")[0] in ("IPython", "ipykernel")
 
 
 def _drain(items):

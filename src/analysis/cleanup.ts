@@ -11,6 +11,7 @@
 import type { IInventory, IModelInfo } from '../protocol';
 import { CLEAN_MARKER } from '../protocol';
 import { formatBytes, sumBytes } from './format';
+import { holderNames } from './stacking';
 
 /** What a clean cell will do, derived from an inventory. */
 export interface ICleanPlan {
@@ -79,7 +80,7 @@ export function commentSafe(text: string, maxLength = 120): string {
 }
 
 function describeStale(model: IModelInfo): string {
-  const held = model.holders.map(h => h.name).join(', ');
+  const held = holderNames(model).join(', ');
   return commentSafe(
     `${model.label}, ${formatBytes(sumBytes(model.bytes))}, held by ${held || 'nothing named'}`,
     200
@@ -98,8 +99,8 @@ export function generateCleanCell(plan: ICleanPlan): string {
   const outKeys = keys.length === 1 ? `(${keys[0]},)` : `(${keys.join(', ')})`;
   const kept = plan.keptNames.length ? plan.keptNames.join(', ') : 'none';
   const staleLines = plan.staleModels.length
-    ? plan.staleModels.map(m => `    # - ${describeStale(m)}`)
-    : ['    # - no stale model in the last inventory'];
+    ? plan.staleModels.map(m => `    # Output cache: ${describeStale(m)}`)
+    : ['    # Output cache: nothing to drop.'];
   return [
     CLEAN_MARKER,
     '# Inserted by jupyterlab-gpu-hygiene. Self-contained: safe to re-run, also without the extension.',
@@ -109,7 +110,6 @@ export function generateCleanCell(plan: ICleanPlan): string {
     '    import gc, sys',
     '    ip = get_ipython()',
     '    ns, hidden, out = ip.user_ns, ip.user_ns_hidden, ip.user_ns.get("Out", {})',
-    '    # Output cache entries that hold stale models:',
     ...staleLines,
     '    stale = [out.pop(k) for k in out_keys if k in out]',
     '    for k in out_keys:',
@@ -119,7 +119,10 @@ export function generateCleanCell(plan: ICleanPlan): string {
     '        if any(ns.get(slot) is obj for obj in stale):',
     '            ns[slot] = hidden[slot] = ""',
     '            setattr(ip.displayhook, slot, "")',
-    '    del stale',
+    "    last = ip.last_execution_result  # the previous cell's result while this one runs",
+    '    if last is not None and any(last.result is obj for obj in stale):',
+    '        last.result = None',
+    '    del stale, last',
     "    # Last exception: its traceback keeps the failed cell's frames and their tensors alive.",
     '    tb = getattr(sys, "last_traceback", None)',
     '    if tb is not None:',

@@ -6,7 +6,7 @@ from tempfile import mkdtemp
 
 from jupyterlab.galata import configure_jupyter_server
 
-configure_jupyter_server(c)  # noqa: F821 - `c` is the config object jupyter passes in
+configure_jupyter_server(c)
 
 c.ServerApp.ip = "127.0.0.1"
 c.ServerApp.port = 8888

@@ -27,6 +27,15 @@ test.describe('stacked YOLO models', () => {
   });
 
   test('warns, cleans and survives a restart', async ({ page }, testInfo) => {
+    const noise: string[] = [];
+    page.on('console', message => {
+      const text = message.text();
+      if (/gpu.hygiene|gpu_hygiene/i.test(text) && message.type() !== 'debug') {
+        noise.push(`${message.type()}: ${text}`);
+      }
+    });
+    page.on('pageerror', error => noise.push(`pageerror: ${error.message}`));
+
     // The agent answers before any torch import: no GPU on this machine.
     await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
       timeout: 120000
@@ -105,5 +114,8 @@ test.describe('stacked YOLO models', () => {
     await page.notebook.runCell(1);
     await page.notebook.runCell(2);
     await expect(page.locator(gauge)).toContainText('No GPU · 1 model');
+
+    // No console noise from the extension (errors, warnings or logs).
+    expect(noise).toEqual([]);
   });
 });

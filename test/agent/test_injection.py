@@ -1,0 +1,251 @@
+"""Injection, idempotence, invariants, comm handshake and the sampler, in a kernel without torch."""
+
+import time
+
+import pytest
+from conftest import MODULE, TARGET, THREAD, agent_source, install_code
+
+pytestmark = pytest.mark.timeout(120)
+
+AGENT_HOOKS = (
+    "len([c for c in get_ipython().events.callbacks[{event!r}]"
+    " if getattr(getattr(c, '__func__', c), '__module__', None) == {module!r}])"
+)
+
+STATE = {
+    "ns": "sorted(get_ipython().user_ns)",
+    "hidden": "sorted(get_ipython().user_ns_hidden)",
+    "underscore": "repr(get_ipython().user_ns.get('_'))",
+    "dunder": "repr(get_ipython().user_ns.get('__'))",
+    "out": "repr(get_ipython().user_ns['Out'])",
+    "n_in": "len(get_ipython().user_ns['In'])",
+    "count": "get_ipython().execution_count",
+    "torch": "'torch' in __import__('sys').modules",
+    "ultralytics": "'ultralytics' in __import__('sys').modules",
+}
+
+COUNTS = {
+    "post_run_cell": AGENT_HOOKS.format(event="post_run_cell", module=MODULE),
+    "pre_run_cell": AGENT_HOOKS.format(event="pre_run_cell", module=MODULE),
+    "all_post_run_cell": "len(get_ipython().events.callbacks['post_run_cell'])",
+    "threads": (f"len([t for t in __import__('threading').enumerate() if t.name == {THREAD!r}])"),
+    "target": f"{TARGET!r} in get_ipython().kernel.comm_manager.targets",
+    "module_id": f"id(__import__('sys').modules[{MODULE!r}])",
+    "version": f"__import__('sys').modules[{MODULE!r}].AGENT_VERSION",
+    "load_error": f"__import__('sys').modules[{MODULE!r}].LOAD_ERROR",
+}
+
+
+def test_injection_is_silent_idempotent_and_leaves_the_namespace_alone(new_kernel):
+    kernel = new_kernel()
+    assert kernel.run("a = 1").reply["status"] == "ok"
+    shown = kernel.run("a + 41")  # Out[2], _, _2
+    assert shown.outputs[0]["content"]["data"]["text/plain"] == "42"
+    hooks_before = kernel.evaluate(n=COUNTS["all_post_run_cell"])["n"]
+    before = kernel.evaluate(**STATE)
+
+    injections = [kernel.inject({"sampleIntervalMs": 500}) for _ in range(3)]
+    for result in injections:
+        # silent: no execute_input, no stream, no error, no result -- nothing but status
+        assert result.iopub == [], [m["msg_type"] for m in result.iopub]
+        # ipykernel answers a silent request with the last cell's number: still Out[2]'s cell
+        assert result.reply["execution_count"] == shown.execution_count == before["count"] - 1
+    counts = kernel.evaluate(**COUNTS)
+    assert counts["post_run_cell"] == 1
+    assert counts["pre_run_cell"] == 1
+    assert counts["all_post_run_cell"] == hooks_before + 1
+    assert counts["threads"] == 1
+    assert counts["target"] is True
+    assert counts["version"] == "0.1.0"
+    assert counts["load_error"] is None
+    assert kernel.evaluate(**STATE) == before
+
+    # re-injection keeps the same module object (same version => kept)
+    kernel.inject({"sampleIntervalMs": 500})
+    assert kernel.evaluate(module_id=COUNTS["module_id"])["module_id"] == counts["module_id"]
+
+    # one comm target: one comm gets exactly one hello and one inventory
+    comm = kernel.open_comm(500)
+    time.sleep(0.3)
+    assert len(comm.messages("hello")) == 1
+    assert len(comm.messages("inventory")) == 1
+
+    # the post_run_cell hook changes nothing either
+    cell = kernel.run("b = a + 1")
+    assert cell.outputs == []
+    assert cell.execution_count == before["count"]
+    comm.wait_for("inventory", 2)
+    after = kernel.evaluate(**STATE)
+    assert after["ns"] == sorted({*before["ns"], "b", f"_i{before['count']}"})
+    assert after["underscore"] == before["underscore"] == "42"
+    assert after["out"] == before["out"] == "{2: 42}"
+    assert after["n_in"] == before["n_in"] + 1
+    assert after["count"] == before["count"] + 1
+    assert after["torch"] is False and after["ultralytics"] is False
+
+    # the history holds the user's cells only
+    history = kernel.run("%history -n")
+    lines = history.stdout.splitlines()
+    expected = ["a = 1", "a + 41", "b = a + 1", "%history -n"]
+    assert [line.split(None, 1)[1] for line in lines] == expected
+    # and the injections did not advance the prompt
+    assert history.execution_count == 4
+
+
+def test_other_version_is_replaced(new_kernel):
+    kernel = new_kernel()
+    old_source = agent_source().replace('AGENT_VERSION = "0.1.0"', 'AGENT_VERSION = "0.0.9"')
+    assert old_source != agent_source()
+    kernel.inject({"sampleIntervalMs": 300}, source=old_source)
+    old_comm = kernel.open_comm(300)
+    assert old_comm.messages("hello")[0]["agentVersion"] == "0.0.9"
+    old_module = kernel.evaluate(module_id=COUNTS["module_id"])["module_id"]
+
+    kernel.inject({"sampleIntervalMs": 300})
+    counts = kernel.evaluate(**COUNTS)
+    assert counts["version"] == "0.1.0"
+    assert counts["module_id"] != old_module
+    assert counts["post_run_cell"] == 1 and counts["pre_run_cell"] == 1
+    assert counts["threads"] == 1
+    # the old agent closed its comm, so the browser knows to open a new one
+    deadline = time.monotonic() + 5
+    while not old_comm.closed_by_kernel() and time.monotonic() < deadline:
+        kernel.pump(0.1)
+    assert old_comm.closed_by_kernel()
+    new_comm = kernel.open_comm(300)
+    assert new_comm.messages("hello")[0]["agentVersion"] == "0.1.0"
+    n_old = len(old_comm.messages())
+    kernel.run("x = 1")
+    new_comm.wait_for("inventory", 2)
+    time.sleep(0.7)
+    assert len(old_comm.messages()) == n_old  # the old agent is silent now
+
+
+def test_loader_never_raises_or_prints(new_kernel):
+    kernel = new_kernel()
+    broken = kernel.inject(source="def broken(:\n")
+    assert broken.iopub == []
+    state = kernel.evaluate(err=COUNTS["load_error"], target=COUNTS["target"])
+    assert state["err"].startswith("SyntaxError")
+    assert state["target"] is False
+    # bad configuration: installs with the defaults
+    code = install_code(source=agent_source()).replace('"CONFIG": ', '"CONFIG": "{", "_": ')
+    bad_config = kernel.execute(code, silent=True, store_history=False)
+    assert bad_config.reply["status"] == "ok" and bad_config.iopub == []
+    state = kernel.evaluate(err=COUNTS["load_error"], threads=COUNTS["threads"])
+    assert state == {"err": None, "threads": 1}
+    assert kernel.evaluate(ns="sorted(k for k in get_ipython().user_ns if 'broken' in k)") == {
+        "ns": []
+    }
+
+
+def test_hello_and_samples(module_kernel):
+    kernel = module_kernel
+    kernel.inject({"sampleIntervalMs": 300})
+    comm = kernel.open_comm(300)
+    hello = comm.messages("hello")[0]
+    assert hello["protocol"] == 1
+    assert hello["agentVersion"] == "0.1.0"
+    assert hello["python"].count(".") == 2
+    assert isinstance(hello["pid"], int)
+    assert hello["torch"] is None  # torch not imported in this kernel
+    # CPU-only machine: nvidia-ml-py is installed but there is no driver
+    assert hello["nvml"] is False
+    assert isinstance(hello["nvmlError"], str) and "NVML" in hello["nvmlError"]
+    assert hello["devices"] == []
+    messages = comm.messages()
+    assert [m["type"] for m in messages[:2]] == ["hello", "inventory"]
+
+    samples = comm.wait_for("sample", 8, timeout=10)
+    assert all(s["devices"] == [] and s["busy"] is False for s in samples)
+    seqs = [s["seq"] for s in samples]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    gaps = [b["t"] - a["t"] for a, b in zip(samples[1:], samples[2:])]
+    gaps.sort()
+    assert 0.25 <= gaps[len(gaps) // 2] <= 0.45, gaps
+
+
+def test_samples_keep_coming_while_a_cell_runs(module_kernel):
+    kernel = module_kernel
+    kernel.inject({"sampleIntervalMs": 300})
+    comm = kernel.open_comm(300)
+    n_before = len(comm.messages("sample"))
+    started = time.time()
+    cell = kernel.run("import time\ntime.sleep(3)")
+    ended = time.time()
+    assert cell.outputs == []
+    during = [s for s in comm.messages("sample")[n_before:] if started + 0.3 < s["t"] < ended - 0.3]
+    assert len(during) >= 5, during
+    assert all(s["busy"] is True for s in during)
+    # and the kernel is reported idle again after the cell
+    later = comm.wait_for("sample", n_before + len(during) + 3)[-1]
+    assert later["busy"] is False
+
+
+def test_configure_changes_the_interval_and_bad_messages_become_errors(module_kernel):
+    kernel = module_kernel
+    kernel.inject({"sampleIntervalMs": 1000})
+    comm = kernel.open_comm(1000)
+    comm.send({"protocol": 1, "type": "configure", "sampleIntervalMs": 50})  # clamped to 250
+    time.sleep(0.5)
+    n = len(comm.messages("sample"))
+    samples = comm.wait_for("sample", n + 6, timeout=10)[n:]
+    gaps = sorted(b["t"] - a["t"] for a, b in zip(samples, samples[1:]))
+    assert 0.2 <= gaps[len(gaps) // 2] <= 0.4, gaps
+
+    comm.send({"protocol": 1, "type": "configure", "sampleIntervalMs": "fast"})
+    comm.send({"protocol": 1, "type": "bogus"})
+    comm.send({"protocol": 1, "type": "bogus"})  # the same error is sent once
+    comm.send({"protocol": 2, "type": "inventory"})
+    errors = comm.wait_for("error", 3)
+    time.sleep(0.5)
+    errors = comm.messages("error")
+    assert [e["where"] for e in errors] == ["comm", "comm", "comm"]
+    assert "sampleIntervalMs" in errors[0]["message"]
+    assert "bogus" in errors[1]["message"]
+    assert "protocol" in errors[2]["message"]
+    comm.send({"protocol": 1, "type": "configure", "sampleIntervalMs": 300})
+
+
+def test_silent_execute_sends_no_inventory_and_user_cells_do(module_kernel):
+    kernel = module_kernel
+    kernel.inject({"sampleIntervalMs": 1000})
+    comm = kernel.open_comm(1000)
+    n = len(comm.messages("inventory"))
+    kernel.execute("pass", silent=True, store_history=False)
+    kernel.execute("1 + 1", silent=True, store_history=False)
+    time.sleep(0.7)
+    assert len(comm.messages("inventory")) == n
+    cell = kernel.run("y = 2")
+    inventory = comm.wait_for("inventory", n + 1)[n]
+    assert inventory["executionCount"] == cell.execution_count
+    assert inventory["torchImported"] is False and inventory["cudaInitialized"] is False
+    assert inventory["models"] == [] and inventory["lastError"] is None
+    assert inventory["truncated"] is False
+    assert inventory["durationMs"] >= 0
+    # on request: executionCount null
+    requested = comm.request_inventory()
+    assert requested["executionCount"] is None
+    assert requested["seq"] > inventory["seq"]
+
+
+def test_two_comms_both_get_broadcasts_and_a_closed_one_is_forgotten(module_kernel):
+    kernel = module_kernel
+    kernel.inject({"sampleIntervalMs": 300})
+    notebook = kernel.open_comm(300)
+    console = kernel.open_comm(300)
+    n_nb = len(notebook.messages("inventory"))
+    n_co = len(console.messages("inventory"))
+    kernel.run("z = 3")
+    notebook.wait_for("inventory", n_nb + 1)
+    console.wait_for("inventory", n_co + 1)
+    notebook.wait_for("sample", 2)
+    console.wait_for("sample", 2)
+    console.close()
+    time.sleep(0.5)
+    frozen = len(console.messages())
+    n_nb = len(notebook.messages("inventory"))
+    kernel.run("z = 4")
+    notebook.wait_for("inventory", n_nb + 1)
+    time.sleep(0.7)
+    assert len(console.messages()) == frozen

@@ -1,0 +1,103 @@
+"""In-process checks of the agent's pure parts and of the clean-cell template (no kernel)."""
+
+import ast
+import importlib.util
+import sys
+
+import pytest
+from conftest import AGENT_PATH, LOADER_PATH
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(scope="module")
+def agent():
+    spec = importlib.util.spec_from_file_location("_gpu_hygiene_agent_under_test", AGENT_PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_agent_is_stdlib_only_ascii_and_versioned(agent):
+    text = AGENT_PATH.read_text(encoding="utf-8")
+    assert text.isascii() and LOADER_PATH.read_text(encoding="utf-8").isascii()
+    top_level = set()
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.Import):
+            top_level.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            top_level.add(node.module.split(".")[0])
+    assert top_level <= set(sys.stdlib_module_names), top_level
+    assert agent.AGENT_VERSION == "0.1.0"
+    assert agent.COMM_TARGET == "jupyterlab_gpu_hygiene.v1"
+
+
+UUIDS = ["GPU-aaaa-1111", "GPU-bbbb-2222", "GPU-cccc-3333", None]
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        (None, [0, 1, 2, 3]),
+        ("", []),
+        ("2,0", [2, 0]),
+        (" 1 , 3 ", [1, 3]),
+        ("1,7,0", [1]),  # CUDA stops at the first invalid entry
+        ("-1", []),
+        ("0,0", [0]),
+        ("GPU-bbbb-2222,GPU-aaaa", [1, 0]),  # a unique prefix is enough
+        ("cccc", [2]),  # "GPU-" may be left out
+        ("GPU-", []),  # ambiguous prefix
+        ("MIG-aaaa", []),  # MIG instances are not NVML devices here
+    ],
+)
+def test_cuda_visible_devices_mapping(agent, env, expected):
+    assert agent.cuda_visible_nvml_indices(env, UUIDS) == expected
+
+
+def test_model_stats_counts_shared_storages_once_and_includes_gradients(agent):
+    torch = pytest.importorskip("torch")
+
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(100, 16)
+            self.head = torch.nn.Linear(16, 100, bias=False)
+            self.head.weight = self.embed.weight  # tied: one storage
+            self.register_buffer("scale", torch.ones(8, dtype=torch.float64))
+            self.view = torch.nn.Linear(4, 4, bias=False)
+            self.view.weight = torch.nn.Parameter(self.embed.weight.data[:4, :4])  # a view
+
+    model = Tied()
+    count, storages, has_tensors = agent.model_stats(model)
+    assert has_tensors
+    assert count == 100 * 16 + 16  # unique parameters: embed/head weight once, plus view
+    assert agent._bytes_by_device(storages) == {"cpu": 100 * 16 * 4 + 8 * 8}
+    model.embed.weight.grad = torch.zeros_like(model.embed.weight)
+    _, storages, _ = agent.model_stats(model)
+    assert agent._bytes_by_device(storages) == {"cpu": 2 * 100 * 16 * 4 + 8 * 8}
+    with torch.device("meta"):
+        meta = torch.nn.Linear(1000, 1000)
+    count, storages, has_tensors = agent.model_stats(meta)
+    assert (count, storages, has_tensors) == (1000 * 1000 + 1000, {}, True)
+    assert agent.model_stats(torch.nn.ReLU())[2] is False
+
+
+def test_module_forest_and_labels(agent):
+    torch = pytest.importorskip("torch")
+    inner = torch.nn.Linear(2, 2)
+    outer = torch.nn.Sequential(torch.nn.Sequential(inner))
+    lone = torch.nn.Conv2d(1, 1, 1)
+    live = [(inner, 0), (outer, 1), (lone, 2)]
+    tops, parent = agent.module_forest(live)
+    assert [m for m, _ in tops] == [outer, lone]
+    assert parent[id(inner)] is outer[0] and parent[id(outer[0])] is outer
+    assert agent.model_family("ultralytics.engine.model") == "ultralytics"
+    assert agent.model_family("transformers.models.bert") == "transformers"
+    assert agent.model_family("torchvision.models.resnet") == "torch"
+    assert agent.model_label(lone, "Conv2d", "torch") == "Conv2d"
+    wrapper = torch.nn.Module()
+    wrapper.cfg = "/models/yolov8s.yaml"
+    assert agent.model_label(wrapper, "YOLO", "ultralytics") == "YOLO (yolov8s.yaml)"
+    wrapper.cfg, wrapper.ckpt_path = None, "runs/weights/best.pt"
+    assert agent.model_label(wrapper, "YOLO", "ultralytics") == "YOLO (best.pt)"
