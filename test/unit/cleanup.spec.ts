@@ -95,7 +95,9 @@ describe('generateCleanCell', () => {
       'Evil\nimport os; os.system("rm -rf /")\r\u2028x';
     const code = generateCleanCell(planClean(inventory));
     const line = code.split('\n').find(l => l.includes('Evil'));
-    expect(line?.trimStart().startsWith('# Output cache: Evil import os')).toBe(true);
+    expect(line?.trimStart().startsWith('# Output cache: Evil import os')).toBe(
+      true
+    );
     expect(code.split('\n').some(l => l.startsWith('import os'))).toBe(false);
   });
 
