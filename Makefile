@@ -13,7 +13,7 @@ CHROMIUM := /usr/bin/chromium
 export YOLO_OFFLINE := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-TS_SOURCES := $(shell find src style schema -type f 2>/dev/null) package.json tsconfig.json
+TS_SOURCES := $(shell find src style schema -type f -not -path 'src/_generated/*' 2>/dev/null) package.json tsconfig.json
 
 .PHONY: lab test setup build lint test-unit test-agent test-ui clean help
 

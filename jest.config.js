@@ -24,6 +24,12 @@ module.exports = {
   ...baseConfig,
   reporters: ['default'],
   automock: false,
+  roots: ['<rootDir>/src', '<rootDir>/test/unit'],
+  modulePathIgnorePatterns: [
+    '<rootDir>/.venv/',
+    '<rootDir>/lib/',
+    '<rootDir>/jupyterlab_gpu_hygiene/'
+  ],
   testRegex: 'test/unit/.*\\.spec\\.tsx?$',
   collectCoverageFrom: [
     'src/**/*.{ts,tsx}',

@@ -17,4 +17,5 @@ c.ServerApp.allow_root = True  # CI and the project machines run as root
 # Kernels must not reach the network (nothing may download weights).
 os.environ.setdefault("YOLO_OFFLINE", "true")
 c.LabApp.expose_app_in_browser = True
+c.Application.log_level = "WARN"
 Path(c.ServerApp.root_dir).mkdir(parents=True, exist_ok=True)

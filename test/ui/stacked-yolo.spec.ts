@@ -118,4 +118,29 @@ test.describe('stacked YOLO models', () => {
     // No console noise from the extension (errors, warnings or logs).
     expect(noise).toEqual([]);
   });
+
+  test('Clean GPU and Restart are in the Kernel menu, the palette and the toolbar', async ({
+    page
+  }) => {
+    await expect(
+      page.locator(
+        '.jp-NotebookPanel-toolbar [data-command="gpu-hygiene:clean"]'
+      )
+    ).toBeVisible();
+    await page.menu.open('Kernel');
+    expect(
+      await page.menu.getMenuItemLocator('Kernel>Clean GPU')
+    ).not.toBeNull();
+    expect(
+      await page.menu.getMenuItemLocator('Kernel>Restart Kernel to Free GPU…')
+    ).not.toBeNull();
+    await page.menu.closeAll();
+    await page.keyboard.press('Control+Shift+C');
+    await page.locator('#modal-command-palette input').fill('Clean GPU');
+    await expect(
+      page.locator('#modal-command-palette .lm-CommandPalette-item', {
+        hasText: 'Clean GPU'
+      })
+    ).toBeVisible();
+  });
 });
