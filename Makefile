@@ -54,7 +54,8 @@ build: $(STAMP)/build
 
 lab: $(STAMP)/build
 	source $(BIN)/activate
-	jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=examples stacked-yolo.ipynb
+	# --allow-root only where make runs as root (containers, CI machines).
+	cd examples && jupyter lab --ip=127.0.0.1 $$([ "$$(id -u)" = 0 ] && echo --allow-root) stacked-yolo.ipynb
 
 lint: $(STAMP)/venv $(STAMP)/node
 	npm run build:agent
