@@ -8,6 +8,8 @@ const baseConfig = require('@jupyterlab/galata/lib/playwright-config');
 module.exports = {
   ...baseConfig,
   testDir: './test/ui',
+  // gateway.spec.ts needs the Kernel Gateway set-up of playwright.gateway.config.js.
+  testIgnore: 'gateway.spec.ts',
   reporter: [['list'], ['html', { open: 'never' }]],
   timeout: 180000,
   expect: { timeout: 30000 },

@@ -100,11 +100,16 @@ export class AgentConnection implements IDisposable {
     await this._inject();
   }
 
-  /** Send the agent and open the comm; at most one attempt in flight. */
+  /**
+   * Send the agent and open the comm; at most one attempt in flight per
+   * kernel process (a restart starts a new generation and abandons the old
+   * attempt, whose future the kernel connection cancels).
+   */
   private async _inject(): Promise<void> {
     if (this._injecting || this._isDisposed || !this._supported) {
       return;
     }
+    const generation = this._generation;
     this._injecting = true;
     this._needsInject = false;
     this._closeComm();
@@ -121,7 +126,7 @@ export class AgentConnection implements IDisposable {
         true
       );
       const reply = await future.done;
-      if (this._isDisposed) {
+      if (this._isDisposed || generation !== this._generation) {
         return;
       }
       if (reply.content.status !== 'ok') {
@@ -133,18 +138,36 @@ export class AgentConnection implements IDisposable {
       }
       this._openComm();
     } catch (reason) {
-      if (!this._isDisposed && !this._needsInject) {
+      if (!this._isDisposed && generation === this._generation) {
         this._fail(reason);
       }
     } finally {
-      this._injecting = false;
-    }
-    if (this._needsInject && !this._isDisposed) {
-      // A restart happened while we were installing: start over once idle.
-      if (this._kernel.status === 'idle') {
-        void this._inject();
+      if (generation === this._generation) {
+        this._injecting = false;
       }
     }
+  }
+
+  /**
+   * A restart begins: forget the old process and queue the agent for the new
+   * one. The kernel connection holds messages sent while restarting and
+   * sends them once the new kernel answered `kernel_info`, so this does not
+   * wait for an `idle` status — through a Kernel Gateway the new kernel's
+   * first status messages can be missed by the reconnecting websocket.
+   */
+  private _onRestarting(): void {
+    const generation = ++this._generation;
+    this._injecting = false;
+    this._needsInject = true;
+    this._comm = null;
+    this._model.resetKernelState();
+    this._model.setStatus('restarting');
+    // After the kernel connection cleared its state for the restart.
+    setTimeout(() => {
+      if (generation === this._generation && this._needsInject) {
+        void this._inject();
+      }
+    }, 0);
   }
 
   private _openComm(): void {
@@ -213,12 +236,11 @@ export class AgentConnection implements IDisposable {
     switch (status) {
       case 'restarting':
       case 'autorestarting':
-        this._needsInject = true;
-        this._comm = null;
-        this._model.resetKernelState();
-        this._model.setStatus('restarting');
+        this._onRestarting();
         break;
       case 'dead':
+        this._generation++;
+        this._injecting = false;
         this._needsInject = true;
         this._comm = null;
         this._model.setStatus('dead');
@@ -255,6 +277,7 @@ export class AgentConnection implements IDisposable {
   private _comm: Kernel.IComm | null = null;
   private _supported = false;
   private _injecting = false;
+  private _generation = 0;
   private _needsInject = false;
   private _isDisposed = false;
 }

@@ -7,12 +7,53 @@
  * and one model left, restart the kernel and see the gauge come back.
  */
 import { expect, test } from '@jupyterlab/galata';
+import type { Page } from '@playwright/test';
 import * as path from 'path';
 
 // Galata's kernels fixture intercepts POST .../restart; a real restart needs it off.
 test.use({ kernels: null, autoGoto: true });
 
 const NOTEBOOK = 'stacked-yolo.ipynb';
+
+/**
+ * Record, in the page, when cell `index` finishes (its prompt leaves `[*]`)
+ * and when the stacked-model toast appears (performance.now(), ms).
+ */
+async function watchCellEndAndToast(page: Page, index: number): Promise<void> {
+  await page.evaluate(cellIndex => {
+    const timing = { cellEnd: 0, toast: 0 };
+    (window as any).__gpuHygieneTiming = timing;
+    let sawBusy = false;
+    const observer = new MutationObserver(() => {
+      const now = performance.now();
+      const cell = document.querySelectorAll('.jp-Notebook .jp-Cell')[
+        cellIndex
+      ];
+      const prompt = cell?.querySelector('.jp-InputPrompt')?.textContent ?? '';
+      if (prompt.includes('*')) {
+        sawBusy = true;
+      } else if (sawBusy && !timing.cellEnd) {
+        timing.cellEnd = now;
+      }
+      if (
+        !timing.toast &&
+        [...document.querySelectorAll('.Toastify__toast')].some(t =>
+          t.textContent?.includes('Stacked YOLO')
+        )
+      ) {
+        timing.toast = now;
+      }
+      if (timing.cellEnd && timing.toast) {
+        observer.disconnect();
+      }
+    });
+    observer.observe(document.body, {
+      childList: true,
+      subtree: true,
+      characterData: true
+    });
+  }, index);
+}
 const gauge = '.jp-GpuHygiene-gauge';
 const toast = '.Toastify__toast';
 
@@ -44,10 +85,23 @@ test.describe('stacked YOLO models', () => {
     await page.notebook.runCell(1); // imports
     await page.notebook.runCell(2); // model = YOLO(...); model.to(DEVICE)
     await expect(page.locator(gauge)).toContainText('1 model');
+    await watchCellEndAndToast(page, 2);
     await page.notebook.runCell(2); // the re-run
 
     const warning = page.locator(toast, { hasText: 'Stacked YOLO' });
     await expect(warning).toBeVisible();
+    const timing = await page.evaluate(
+      () => (window as any).__gpuHygieneTiming
+    );
+    const latency = Math.round(timing.toast - timing.cellEnd);
+    // A figure for the report, not a pass/fail criterion: local kernel vs Kernel Gateway.
+    testInfo.annotations.push({
+      type: 'cell end → toast (ms)',
+      description: String(latency)
+    });
+    console.log(
+      `cell end → toast: ${latency} ms (${testInfo.project.use.baseURL})`
+    );
     await expect(warning).toContainText('held only by Out[2], _2, __');
     await expect(warning).toContainText('YOLO (yolov8n.yaml)');
     await warning.screenshot({
