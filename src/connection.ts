@@ -14,6 +14,11 @@ import {
   PROTOCOL_VERSION
 } from './protocol';
 
+/** First wait for the agent's hello, doubled on each new attempt (ms). */
+const HELLO_TIMEOUT_MS = 10_000;
+/** Comm openings before the connection reports the agent as failed. */
+const HELLO_ATTEMPTS = 3;
+
 /**
  * The code of the silent execute request that installs the agent.
  *
@@ -125,7 +130,18 @@ export class AgentConnection implements IDisposable {
         },
         true
       );
-      const reply = await future.done;
+      // The shell reply is enough: `done` also waits for the IOPub `idle`,
+      // which a websocket that just reconnected (after a restart, through a
+      // Kernel Gateway) can miss.
+      const reply = await new Promise<KernelMessage.IExecuteReplyMsg>(
+        (resolve, reject) => {
+          future.onReply = resolve;
+          future.done.then(
+            done => resolve(done as KernelMessage.IExecuteReplyMsg),
+            reject
+          );
+        }
+      );
       if (this._isDisposed || generation !== this._generation) {
         return;
       }
@@ -170,15 +186,19 @@ export class AgentConnection implements IDisposable {
     }, 0);
   }
 
-  private _openComm(): void {
+  private _openComm(attempt = 0): void {
     const comm = this._kernel.createComm(COMM_TARGET);
     this._comm = comm;
+    this._watchHello(comm, attempt);
     comm.onMsg = msg => {
       if (comm !== this._comm || this._isDisposed) {
         return;
       }
       const parsed = parseKernelMessage(msg.content.data);
       if (parsed.ok) {
+        if (parsed.message.type === 'hello') {
+          this._helloComm = comm;
+        }
         this._model.apply(parsed.message);
       } else {
         this._model.countDropped();
@@ -203,6 +223,32 @@ export class AgentConnection implements IDisposable {
       type: 'configure',
       sampleIntervalMs: this._sampleIntervalMs
     });
+  }
+
+  /**
+   * The agent answers every comm_open with `hello`. If none came while the
+   * kernel was idle (a message lost by a reconnecting websocket), open the
+   * comm again, backing off: 10 s, 20 s, 40 s, then give up.
+   */
+  private _watchHello(comm: Kernel.IComm, attempt: number): void {
+    const delay = HELLO_TIMEOUT_MS * 2 ** attempt;
+    const check = () => {
+      if (comm !== this._comm || this._isDisposed || this._helloComm === comm) {
+        return;
+      }
+      if (this._kernel.status !== 'idle') {
+        // A running cell delays the comm_open legitimately: look again later.
+        setTimeout(check, delay);
+        return;
+      }
+      if (attempt + 1 >= HELLO_ATTEMPTS) {
+        this._fail(new Error('the kernel agent did not answer'));
+        return;
+      }
+      this._closeComm();
+      this._openComm(attempt + 1);
+    };
+    setTimeout(check, delay);
   }
 
   private _closeComm(): void {
@@ -278,6 +324,7 @@ export class AgentConnection implements IDisposable {
   private _supported = false;
   private _injecting = false;
   private _generation = 0;
+  private _helloComm: Kernel.IComm | null = null;
   private _needsInject = false;
   private _isDisposed = false;
 }
