@@ -7,6 +7,9 @@
  */
 const base = require('./playwright.config');
 
+// Read by stacked-yolo.spec.ts (the test workers inherit it).
+process.env.GPU_HYGIENE_GATEWAY = '1';
+
 const LAB_PORT = 8890;
 const GATEWAY_PORT = 8891;
 

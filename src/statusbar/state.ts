@@ -179,10 +179,14 @@ export function gaugeState(
       formatBytes(device.used),
       formatBytes(device.total)
     ),
-    trans.__(
-      'This kernel: %1 (NVML, includes the CUDA context)',
-      formatBytes(device.process)
-    ),
+    device.process === null
+      ? trans.__(
+          'This kernel: not listed by NVML (no CUDA context yet, or the kernel’s container hides its pid)'
+        )
+      : trans.__(
+          'This kernel: %1 (NVML, includes the CUDA context)',
+          formatBytes(device.process)
+        ),
     trans.__(
       'PyTorch reserved: %1 (caching allocator)',
       formatBytes(device.reserved)

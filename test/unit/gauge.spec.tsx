@@ -92,6 +92,17 @@ describe('gaugeState', () => {
     expect(gaugeState(model, DEFAULT_SETTINGS, trans).kind).toBe('restarting');
   });
 
+  it('says when NVML does not list the kernel process', () => {
+    const model = readyModel();
+    const sample = gpuSample(GiB, 141 * GiB);
+    sample.devices[0].process = null;
+    model.apply(sample);
+    const state = gaugeState(model, DEFAULT_SETTINGS, trans);
+    expect(state.tooltip[2]).toBe(
+      'This kernel: not listed by NVML (no CUDA context yet, or the kernel’s container hides its pid)'
+    );
+  });
+
   it('lists agent errors once in the tooltip', () => {
     const model = readyModel();
     const error = {
