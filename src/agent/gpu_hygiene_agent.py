@@ -112,9 +112,13 @@ def _vars(obj):
 
 
 def _torch():
-    """The already-imported torch module, or None. Never imports it."""
+    """The already-imported torch module, or None. Never imports it, and never hands out a
+    torch that is still being imported (another thread must not touch a half-built module)."""
     mod = sys.modules.get("torch")
     if mod is None or not isinstance(mod, types.ModuleType):
+        return None
+    spec = getattr(mod, "__spec__", None)
+    if spec is not None and getattr(spec, "_initializing", False):
         return None
     return mod
 
