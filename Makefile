@@ -15,7 +15,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 TS_SOURCES := $(shell find src style schema -type f -not -path 'src/_generated/*' 2>/dev/null) package.json tsconfig.json
 
-.PHONY: lab test setup build lint test-unit test-agent test-ui clean help
+.PHONY: lab test setup build lint test-unit test-agent test-ui test-gateway clean help
 
 help:
 	@echo "make lab    # set up .venv and node_modules, build, open JupyterLab on examples/stacked-yolo.ipynb"
@@ -74,11 +74,31 @@ test-ui: $(STAMP)/build $(STAMP)/chromium
 	source $(BIN)/activate
 	npx playwright test
 
+# The browser test again with every kernel remote, behind a Jupyter Kernel Gateway.
+test-gateway: $(STAMP)/build $(STAMP)/chromium
+	source $(BIN)/activate
+	npx playwright test -c playwright.gateway.config.js
+
 test: $(STAMP)/build $(STAMP)/chromium
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory test-unit
 	$(MAKE) --no-print-directory test-agent
 	$(MAKE) --no-print-directory test-ui
+	$(MAKE) --no-print-directory test-gateway
 
 clean:
 	rm -rf $(STAMP) lib jupyterlab_gpu_hygiene/labextension src/_generated tsconfig.tsbuildinfo test-results playwright-report
+
+# GPU truth check on a machine with an NVIDIA GPU (offline): real kernels, the agent as the
+# browser sends it, its figures against NVML / nvidia-smi / torch; writes docs/gpu-check.md.
+#   make gpu-check [WHEELS=dir]   wheels for what the machine lacks (ipykernel, ultralytics...)
+#   NODE=path CLEANUP_JS=path     node and a compiled src/analysis/cleanup.js where the project's
+#                                 tsc is missing; CLEAN_CELLS=dir for pre-generated clean cells;
+#   GPU_CHECK_ARGS=...            more options of scripts/gpu_check.py (--help)
+.PHONY: gpu-check
+gpu-check:
+	py=$$([ -x $(BIN)/python ] && echo $(BIN)/python || command -v python3)
+	$$py scripts/gpu_check.py --report docs/gpu-check.md \
+		$(if $(WHEELS),--wheels $(WHEELS)) $(if $(NODE),--node $(NODE)) \
+		$(if $(CLEANUP_JS),--cleanup-js $(CLEANUP_JS)) $(if $(CLEAN_CELLS),--clean-cells $(CLEAN_CELLS)) \
+		$(GPU_CHECK_ARGS)

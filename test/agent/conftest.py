@@ -1,287 +1,29 @@
-"""Fixtures and helpers that drive a real ipykernel through jupyter_client.
-
-- ``Kernel``: one real kernel process with a blocking client; it pumps IOPub itself and files
-  every message by parent request, comm messages separately.
-- ``Kernel.inject``: sends the agent exactly like the browser (``src/connection.ts``): one
-  silent execute request (``silent=True, store_history=False``) whose code is
-  ``exec(<loader>, {"SOURCE": <agent>, "CONFIG": <config JSON>})`` with the three texts written
-  as JSON string literals (``JSON.stringify`` in the browser, ``json.dumps`` here).
-- ``Kernel.open_comm``: acts as the browser side of the comm (``comm_open`` to the target over
-  the shell channel, with ``configure`` data); ``Comm.messages`` are the ``comm_msg`` bodies the
-  kernel published on IOPub for it.
-- ``Kernel.run``: a user cell (``silent=False, store_history=True``) and its outputs.
-"""
-
-import json
-import os
-import queue
-import shutil
-import subprocess
-import time
-import uuid
-from pathlib import Path
+"""Fixtures for the agent tests; the kernel driver itself is ``kernel_driver.py`` (shared with
+scripts/gpu_check.py): ``Kernel`` (a real ipykernel and a blocking client), ``Kernel.inject`` (the
+agent sent like the browser sends it), ``Kernel.open_comm`` (the browser side of the comm),
+``Kernel.run`` (a user cell)."""
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-AGENT_PATH = ROOT / "src" / "agent" / "gpu_hygiene_agent.py"
-LOADER_PATH = ROOT / "src" / "agent" / "loader.py"
-CASES_DIR = Path(os.environ.get("GPU_HYGIENE_CASES", ROOT / "test" / "cases"))
-TARGET = "jupyterlab_gpu_hygiene.v1"
-MODULE = "_jupyterlab_gpu_hygiene_agent"
-THREAD = "gpu-hygiene-sampler"
-OUTPUT_TYPES = {
-    "stream",
-    "error",
-    "execute_result",
-    "display_data",
-    "update_display_data",
-    "clear_output",
-}
-
-
-def agent_source():
-    return AGENT_PATH.read_text(encoding="utf-8")
-
-
-def loader_source():
-    return LOADER_PATH.read_text(encoding="utf-8")
-
-
-def _literal(text):
-    # JSON string literals are valid Python string literals; ensure_ascii=False mirrors
-    # JSON.stringify, which leaves non-ASCII characters as they are.
-    return json.dumps(text, ensure_ascii=False)
-
-
-def install_code(config=None, source=None, loader=None):
-    """The code of the browser's silent install request (see src/connection.ts)."""
-    config_json = json.dumps(config if config is not None else {"sampleIntervalMs": 1000})
-    return "exec({}, {{{}: {}, {}: {}}})".format(
-        _literal(loader if loader is not None else loader_source()),
-        _literal("SOURCE"),
-        _literal(source if source is not None else agent_source()),
-        _literal("CONFIG"),
-        _literal(config_json),
-    )
-
-
-class Result:
-    """What one execute request produced: ``reply`` (execute_reply content), ``iopub`` (all its
-    IOPub messages except status), ``outputs`` (those that a notebook would display)."""
-
-    def __init__(self, reply, iopub):
-        self.reply = reply
-        self.iopub = iopub
-        self.outputs = [m for m in iopub if m["msg_type"] in OUTPUT_TYPES]
-
-    @property
-    def execution_count(self):
-        return self.reply.get("execution_count")
-
-    @property
-    def stdout(self):
-        return "".join(
-            m["content"]["text"]
-            for m in self.outputs
-            if m["msg_type"] == "stream" and m["content"]["name"] == "stdout"
-        )
-
-    @property
-    def stderr(self):
-        return "".join(
-            m["content"]["text"]
-            for m in self.outputs
-            if m["msg_type"] == "stream" and m["content"]["name"] == "stderr"
-        )
-
-    @property
-    def error(self):
-        for m in self.outputs:
-            if m["msg_type"] == "error":
-                return m["content"]
-        return None
-
-    def user_expression(self, name):
-        """Value of a ``user_expressions`` entry, evaluated back from its text/plain repr."""
-        entry = self.reply["user_expressions"][name]
-        assert entry["status"] == "ok", entry
-        return eval(entry["data"]["text/plain"])  # reprs of plain Python values only
-
-
-class Comm:
-    """Browser side of one comm."""
-
-    def __init__(self, kernel, comm_id):
-        self.kernel = kernel
-        self.comm_id = comm_id
-
-    def messages(self, kind=None):
-        """Bodies (``data``) of the comm_msg messages received so far, optionally of one type."""
-        self.kernel.pump(0)
-        return [
-            m["content"]["data"]
-            for m in self.kernel.comm_log
-            if m["msg_type"] == "comm_msg"
-            and m["content"]["comm_id"] == self.comm_id
-            and (kind is None or m["content"]["data"].get("type") == kind)
-        ]
-
-    def closed_by_kernel(self):
-        self.kernel.pump(0)
-        return any(
-            m["msg_type"] == "comm_close" and m["content"]["comm_id"] == self.comm_id
-            for m in self.kernel.comm_log
-        )
-
-    def send(self, data):
-        self.kernel.send_shell("comm_msg", {"comm_id": self.comm_id, "data": data})
-
-    def close(self):
-        self.kernel.send_shell("comm_close", {"comm_id": self.comm_id, "data": {}})
-
-    def wait_for(self, kind, count=1, timeout=30.0):
-        """Wait until ``count`` messages of type ``kind`` arrived; returns them all."""
-        deadline = time.monotonic() + timeout
-        while True:
-            found = self.messages(kind)
-            if len(found) >= count:
-                return found
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(
-                    f"{count} {kind!r} message(s) expected, got {len(found)}: "
-                    f"{[m.get('type') for m in self.messages()]}"
-                )
-            self.kernel.pump(min(left, 0.2))
-
-    def request_inventory(self, timeout=60.0):
-        """Send an ``inventory`` request and return the answer (dict)."""
-        before = len(self.messages("inventory"))
-        self.send({"protocol": 1, "type": "inventory"})
-        return self.wait_for("inventory", before + 1, timeout)[before]
-
-
-class Kernel:
-    """A real ipykernel process and a blocking client."""
-
-    def __init__(self, env=None):
-        kernel_env = dict(os.environ)
-        kernel_env.update(
-            {
-                "YOLO_OFFLINE": "1",
-                "YOLO_VERBOSE": "False",
-                "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-                "MPLBACKEND": "Agg",
-                "PYTHONWARNINGS": "ignore::DeprecationWarning",
-            }
-        )
-        kernel_env.update(env or {})
-        from jupyter_client.manager import KernelManager  # here: test_devices runs without it
-
-        self.km = KernelManager(kernel_name="python3")
-        self.km.start_kernel(env=kernel_env)
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=60)
-        self.comm_log = []  # comm_open / comm_msg / comm_close from IOPub, in order
-        self.by_parent = {}  # parent msg_id -> [IOPub messages]
-        self.idle = set()  # parent msg_ids whose 'idle' status arrived
-
-    # ---- plumbing
-
-    def pump(self, timeout):
-        """Read IOPub for up to ``timeout`` seconds (at least everything already queued)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            left = max(0.0, deadline - time.monotonic())
-            try:
-                msg = self.kc.get_iopub_msg(timeout=left if left > 0 else 0.01)
-            except queue.Empty:
-                return
-            kind = msg["msg_type"]
-            if kind in ("comm_open", "comm_msg", "comm_close"):
-                self.comm_log.append(msg)
-            parent = msg["parent_header"].get("msg_id")
-            if kind == "status":
-                if msg["content"]["execution_state"] == "idle":
-                    self.idle.add(parent)
-            elif kind not in ("comm_open", "comm_msg", "comm_close"):
-                self.by_parent.setdefault(parent, []).append(msg)
-            if time.monotonic() >= deadline and timeout > 0:
-                return
-
-    def send_shell(self, msg_type, content):
-        msg = self.kc.session.msg(msg_type, content)
-        self.kc.shell_channel.send(msg)
-        return msg["header"]["msg_id"]
-
-    def execute(self, code, silent=False, store_history=True, user_expressions=None, timeout=120):
-        """Run one execute request; returns a ``Result`` once the reply and 'idle' are in."""
-        msg_id = self.kc.execute(
-            code,
-            silent=silent,
-            store_history=store_history,
-            user_expressions=user_expressions or {},
-            allow_stdin=False,
-        )
-        deadline = time.monotonic() + timeout
-        reply = None
-        while reply is None or msg_id not in self.idle:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no reply to {code[:80]!r}")
-            if reply is None:
-                try:
-                    candidate = self.kc.get_shell_msg(timeout=0.05)
-                except queue.Empty:
-                    candidate = None
-                if candidate is not None and candidate["parent_header"].get("msg_id") == msg_id:
-                    reply = candidate["content"]
-            self.pump(0.05)
-        return Result(reply, self.by_parent.get(msg_id, []))
-
-    # ---- what the tests use
-
-    def inject(self, config=None, source=None, loader=None):
-        """Install the agent like the browser does (silent, no history)."""
-        result = self.execute(
-            install_code(config, source, loader), silent=True, store_history=False
-        )
-        assert result.reply["status"] == "ok", result.reply
-        return result
-
-    def run(self, code, timeout=120):
-        """A user cell: non-silent, stored in history."""
-        return self.execute(code, silent=False, store_history=True, timeout=timeout)
-
-    def evaluate(self, **expressions):
-        """Evaluate expressions in a silent request (no history, no display hook) and return
-        {name: value}; values must have a Python-literal repr."""
-        result = self.execute("", silent=True, store_history=False, user_expressions=expressions)
-        return {name: result.user_expression(name) for name in expressions}
-
-    def open_comm(self, interval_ms=1000, wait=True):
-        """Open a comm to the agent's target like the browser; waits for hello and inventory."""
-        comm_id = uuid.uuid4().hex
-        self.send_shell(
-            "comm_open",
-            {
-                "comm_id": comm_id,
-                "target_name": TARGET,
-                "data": {"protocol": 1, "type": "configure", "sampleIntervalMs": interval_ms},
-            },
-        )
-        comm = Comm(self, comm_id)
-        if wait:
-            comm.wait_for("hello")
-            comm.wait_for("inventory")
-        return comm
-
-    def shutdown(self):
-        try:
-            self.kc.stop_channels()
-        finally:
-            self.km.shutdown_kernel(now=True)
+from kernel_driver import (  # noqa: F401 -- re-exported for the test modules
+    AGENT_PATH,
+    CASES_DIR,
+    LOADER_PATH,
+    MODULE,
+    ROOT,
+    TARGET,
+    THREAD,
+    Comm,
+    Kernel,
+    Result,
+    agent_source,
+    clean_cell_generator,
+    compile_cleanup,
+    holder_names,
+    install_code,
+    loader_source,
+    model_by_order,
+    notebook_cells,
+)
 
 
 @pytest.fixture
@@ -313,22 +55,7 @@ def read_cells(case_id):
     path = CASES_DIR / f"{case_id}.ipynb"
     if not path.exists():
         pytest.skip(f"case notebook {path} not available")
-    notebook = json.loads(path.read_text(encoding="utf-8"))
-    cells = []
-    for cell in notebook["cells"]:
-        if cell["cell_type"] == "code":
-            source = cell["source"]
-            cells.append("".join(source) if isinstance(source, list) else source)
-    return cells
-
-
-def model_by_order(inventory):
-    """Models of an inventory, oldest first."""
-    return sorted(inventory["models"], key=lambda m: m["order"])
-
-
-def holder_names(model, kind=None):
-    return {h["name"] for h in model["holders"] if kind is None or h["kind"] == kind}
+    return notebook_cells(path)
 
 
 @pytest.fixture(scope="session")
@@ -339,33 +66,4 @@ def generate_clean_cell():
     inventory message as the agent sent it, so these tests execute exactly the code the
     extension inserts (no Python copy of the generator).
     """
-    out = ROOT / ".make" / "pytest-ts"
-    shutil.rmtree(out, ignore_errors=True)
-    subprocess.run(
-        [
-            str(ROOT / "node_modules" / ".bin" / "tsc"),
-            *("--outDir", str(out), "--rootDir", "src", "--module", "commonjs"),
-            *("--target", "es2018", "--moduleResolution", "node", "--esModuleInterop"),
-            "--skipLibCheck",
-            "src/analysis/cleanup.ts",
-        ],
-        cwd=ROOT,
-        check=True,
-    )
-    module = str(out / "analysis" / "cleanup.js")
-    script = (
-        "const c = require(process.argv[1]);"
-        "const inventory = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
-        "process.stdout.write(c.generateCleanCell(c.planClean(inventory)));"
-    )
-
-    def generate(inventory):
-        return subprocess.run(
-            ["node", "-e", script, module],
-            input=json.dumps(inventory),
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-
-    return generate
+    return clean_cell_generator(compile_cleanup(ROOT / ".make" / "pytest-ts"))
