@@ -2,11 +2,18 @@
  * Commands: Clean GPU (insert and run the clear_gpu cell) and Restart kernel
  * (JupyterLab's own restart, with its confirmation).
  */
-import { ISessionContextDialogs, Notification } from '@jupyterlab/apputils';
+import {
+  Dialog,
+  ISessionContextDialogs,
+  Notification,
+  showDialog
+} from '@jupyterlab/apputils';
 import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import type { ITranslator, TranslationBundle } from '@jupyterlab/translation';
 import type { CommandRegistry } from '@lumino/commands';
 import { generateCleanCell, planClean } from './analysis/cleanup';
+import { formatBytes, sumBytes } from './analysis/format';
+import { deletableNames } from './analysis/holders';
 import { gpuCleanIcon } from './icons';
 import type { GpuKernelModel } from './model';
 import { CommandIDs, IGpuMonitor } from './tokens';
@@ -30,6 +37,21 @@ const kernelArgs = {
         description: 'Kernel to act on (default: the current notebook’s kernel)'
       }
     }
+  }
+};
+
+/** Arguments of the per-model commands (VRAM panel rows). */
+const modelArgs = {
+  args: {
+    type: 'object' as const,
+    properties: {
+      modelId: {
+        type: 'string' as const,
+        description: 'Inventory id of the model (hex id() in the kernel)'
+      },
+      kernelId: kernelArgs.args.properties.kernelId
+    },
+    required: ['modelId']
   }
 };
 
@@ -125,6 +147,102 @@ export function addCommands(deps: ICommandDeps): void {
       const code = generateCleanCell(planClean(model.inventory));
       const run = monitor.settings.cleanAction === 'insert-and-run';
       await insertCleanCell(panel, code, run, deps);
+    }
+  });
+
+  /** The kernel model, its notebook and the inventory entry named by `args.modelId`. */
+  const target = (args: { kernelId?: unknown; modelId?: unknown }) => {
+    const model = modelFor(monitor, args);
+    const panel = model ? monitor.panelFor(model) : null;
+    const inventory = model?.inventory ?? null;
+    const info = inventory?.models.find(m => m.id === args.modelId) ?? null;
+    return { model, panel, inventory, info };
+  };
+  const gone = () =>
+    Notification.warning(
+      trans.__(
+        'That model is no longer alive in the kernel; the VRAM panel shows the latest inventory.'
+      ),
+      { autoClose: 5000 }
+    );
+
+  commands.addCommand(CommandIDs.freeModel, {
+    label: trans.__('Free Stale Model'),
+    caption: trans.__(
+      'Insert and run a cell that drops only the references (output cache, last traceback) that keep this stale model alive'
+    ),
+    describedBy: modelArgs,
+    isEnabled: args => {
+      const { panel, info } = target(args);
+      return !!panel && !!info?.stale;
+    },
+    execute: async args => {
+      const { panel, inventory, info } = target(args);
+      if (!panel || !info || !info.stale) {
+        gone();
+        return;
+      }
+      const code = generateCleanCell(
+        planClean(inventory, { modelId: info.id })
+      );
+      const run = monitor.settings.cleanAction === 'insert-and-run';
+      await insertCleanCell(panel, code, run, deps);
+    }
+  });
+
+  commands.addCommand(CommandIDs.deleteModel, {
+    label: trans.__('Delete Variables Holding Model…'),
+    caption: trans.__(
+      'Ask, then insert and run a cell that deletes the variables naming this model and frees it'
+    ),
+    describedBy: modelArgs,
+    isEnabled: args => {
+      const { panel, info } = target(args);
+      return !!panel && !!info && deletableNames(info).length > 0;
+    },
+    execute: async args => {
+      const { panel, inventory, info } = target(args);
+      if (!panel || !info) {
+        gone();
+        return false;
+      }
+      const names = deletableNames(info);
+      if (!names.length) {
+        Notification.error(
+          trans.__(
+            'No variable that can be deleted names this model: its holders are not plain Python names.'
+          ),
+          { autoClose: 5000 }
+        );
+        return false;
+      }
+      const result = await showDialog({
+        title: trans._n(
+          'Delete the variable %2?',
+          'Delete the variables %2?',
+          names.length,
+          names.join(', ')
+        ),
+        body: trans.__(
+          'A cell running "del %1" is inserted below the active cell, then the output-cache entries that hold %2 (%3) are dropped and PyTorch’s cache is emptied. The model is freed unless something else still holds it. You can no longer use %1 afterwards.',
+          names.join(', '),
+          info.label,
+          formatBytes(sumBytes(info.bytes))
+        ),
+        buttons: [
+          Dialog.cancelButton({ label: trans.__('Cancel') }),
+          Dialog.warnButton({ label: trans.__('Delete') })
+        ]
+      });
+      if (!result.button.accept) {
+        return false;
+      }
+      const code = generateCleanCell(
+        planClean(inventory, { modelId: info.id, deleteNames: names })
+      );
+      const run = monitor.settings.cleanAction === 'insert-and-run';
+      await insertCleanCell(panel, code, run, deps);
+      return true;
     }
   });
 

@@ -3,6 +3,7 @@
  * imported here.
  */
 import {
+  ILayoutRestorer,
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
@@ -18,6 +19,8 @@ import { addCommands } from './commands';
 import { GpuMonitor } from './monitor';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- needed at activation
 import { GpuNotifier } from './notifications';
+// A small shell: the panel itself (views, recharts) loads lazily on first show.
+import { GpuPanel } from './panel/shell';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- needed at activation
 import { GaugeModel, GpuGauge } from './statusbar/gauge';
 import { CommandIDs, IGpuMonitor } from './tokens';
@@ -75,7 +78,11 @@ const statusbarPlugin: JupyterFrontEndPlugin<void> = {
   ) => {
     const trans = (translator ?? nullTranslator).load(DOMAIN);
     const model = new GaugeModel(monitor);
-    const gauge = new GpuGauge(model, trans);
+    const gauge = new GpuGauge(model, trans, () => {
+      if (app.commands.hasCommand(CommandIDs.openPanel)) {
+        void app.commands.execute(CommandIDs.openPanel);
+      }
+    });
     statusBar.registerStatusItem('jupyterlab-gpu-hygiene:gauge', {
       item: gauge,
       align: 'left',
@@ -141,9 +148,54 @@ const commandsPlugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
+/** The VRAM panel: right sidebar, palette, View menu; its content loads on first show. */
+const panelPlugin: JupyterFrontEndPlugin<void> = {
+  id: 'jupyterlab-gpu-hygiene:panel',
+  description:
+    'The VRAM panel: time series, per-cell deltas, who holds VRAM and the leak trend of the current kernel.',
+  autoStart: true,
+  requires: [IGpuMonitor],
+  optional: [ICommandPalette, IMainMenu, ILayoutRestorer, ITranslator],
+  activate: (
+    app: JupyterFrontEnd,
+    monitor: IGpuMonitor,
+    palette: ICommandPalette | null,
+    mainMenu: IMainMenu | null,
+    restorer: ILayoutRestorer | null,
+    translator: ITranslator | null
+  ) => {
+    const trans = (translator ?? nullTranslator).load(DOMAIN);
+    let panel = new GpuPanel({ monitor, commands: app.commands, trans });
+    app.shell.add(panel, 'right', { rank: 900 });
+    restorer?.add(panel, GpuPanel.ID);
+    app.commands.addCommand(CommandIDs.openPanel, {
+      label: trans.__('VRAM Panel'),
+      caption: trans.__(
+        'Show the current kernel’s VRAM over time, per-cell allocation, who holds VRAM and the leak trend'
+      ),
+      describedBy: { args: { type: 'object', properties: {} } },
+      execute: () => {
+        if (panel.isDisposed) {
+          panel = new GpuPanel({ monitor, commands: app.commands, trans });
+        }
+        if (!panel.isAttached) {
+          app.shell.add(panel, 'right', { rank: 900 });
+        }
+        app.shell.activateById(panel.id);
+      }
+    });
+    palette?.addItem({
+      command: CommandIDs.openPanel,
+      category: trans.__('GPU Hygiene')
+    });
+    mainMenu?.viewMenu.addGroup([{ command: CommandIDs.openPanel }], 100);
+  }
+};
+
 export default [
   monitorPlugin,
   statusbarPlugin,
   notificationsPlugin,
-  commandsPlugin
+  commandsPlugin,
+  panelPlugin
 ];

@@ -1,10 +1,11 @@
 /**
  * Per-kernel state: the agent's hello, a bounded ring buffer of samples, the
- * latest inventory and the last clean result. Views read it; only the
- * kernel connection writes it.
+ * latest inventory, a record of each cell's inventory and the last clean
+ * result. Views read it; only the kernel connection writes it.
  */
 import type { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
+import { cellMark, ICellMark } from './analysis/cells';
 import type {
   IAgentError,
   ICleaned,
@@ -30,7 +31,7 @@ export type AgentStatus =
 export class GpuKernelModel implements IDisposable {
   constructor(options: GpuKernelModel.IOptions) {
     this.kernelId = options.kernelId;
-    this._maxSamples = Math.max(1, options.maxSamples ?? 3600);
+    this._maxSamples = Private.clampSamples(options.maxSamples);
   }
 
   /** Id of the kernel this model describes. */
@@ -66,6 +67,35 @@ export class GpuKernelModel implements IDisposable {
   /** Samples, oldest first, at most `maxSamples`. */
   get samples(): ReadonlyArray<ISample> {
     return this._samples;
+  }
+
+  /**
+   * Size of the sample ring buffer (default 3600: an hour at one sample a
+   * second). Setting it applies at once: the oldest samples are dropped.
+   */
+  get maxSamples(): number {
+    return this._maxSamples;
+  }
+  set maxSamples(value: number) {
+    const next = Private.clampSamples(value);
+    if (next === this._maxSamples) {
+      return;
+    }
+    this._maxSamples = next;
+    if (this._samples.length > next) {
+      this._samples.splice(0, this._samples.length - next);
+      this._changed.emit();
+    }
+  }
+
+  /**
+   * One record per inventory (after each cell, and on request), oldest first,
+   * at most {@link GpuKernelModel.MAX_CELLS}: when it came and which models
+   * were alive. The per-cell table and the leak trend are computed from these
+   * and the samples.
+   */
+  get cells(): ReadonlyArray<ICellMark> {
+    return this._cells;
   }
 
   /** Latest inventory, or null. */
@@ -163,6 +193,10 @@ export class GpuKernelModel implements IDisposable {
         break;
       case 'inventory':
         this._inventory = message;
+        this._cells.push(cellMark(message));
+        if (this._cells.length > GpuKernelModel.MAX_CELLS) {
+          this._cells.shift();
+        }
         this._inventoryChanged.emit(message);
         break;
       case 'cleaned':
@@ -191,6 +225,7 @@ export class GpuKernelModel implements IDisposable {
     this._inventory = null;
     this._lastCleaned = null;
     this._samples = [];
+    this._cells = [];
     this._changed.emit();
   }
 
@@ -208,6 +243,7 @@ export class GpuKernelModel implements IDisposable {
   private _language: string | null = null;
   private _hello: IHello | null = null;
   private _samples: ISample[] = [];
+  private _cells: ICellMark[] = [];
   private _inventory: IInventory | null = null;
   private _lastCleaned: ICleaned | null = null;
   private _agentErrors: IAgentError[] = [];
@@ -228,5 +264,17 @@ export namespace GpuKernelModel {
     kernelId: string;
     /** Ring buffer size for samples (default 3600). */
     maxSamples?: number;
+  }
+
+  /** Most inventory records kept in {@link GpuKernelModel.cells}. */
+  export const MAX_CELLS = 1000;
+}
+
+/** Module-private helpers. */
+namespace Private {
+  /** A ring buffer size: a positive integer, 3600 when not a number. */
+  export function clampSamples(value: number | undefined): number {
+    const n = Number(value ?? 3600);
+    return Number.isFinite(n) ? Math.max(1, Math.floor(n)) : 3600;
   }
 }

@@ -117,10 +117,11 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
     const intervalChanged =
       next.sampleIntervalMs !== this._settings.sampleIntervalMs;
     this._settings = next;
-    if (intervalChanged) {
-      for (const entry of this._entries.values()) {
+    for (const entry of this._entries.values()) {
+      if (intervalChanged) {
         entry.connection.configure(next.sampleIntervalMs);
       }
+      entry.model.maxSamples = next.maxSamples;
     }
     this._settingsChanged.emit(next);
   }
@@ -154,7 +155,11 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
     }
     existing?.connection.dispose();
     const model =
-      existing?.model ?? new GpuKernelModel({ kernelId: kernel.id });
+      existing?.model ??
+      new GpuKernelModel({
+        kernelId: kernel.id,
+        maxSamples: this._settings.maxSamples
+      });
     const connection = new AgentConnection({
       kernel,
       model,

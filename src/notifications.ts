@@ -1,11 +1,13 @@
 /**
- * Toasts: a warning when model instances stack up in a kernel (one toast per
- * kernel, updated rather than stacked), and an info toast after a clean.
+ * Toasts: a warning when model instances stack up in a kernel, a warning
+ * when PyTorch's allocated memory climbs steadily (each one toast per kernel,
+ * updated rather than stacked), and an info toast after a clean.
  */
 import { Notification } from '@jupyterlab/apputils';
 import type { TranslationBundle } from '@jupyterlab/translation';
 import type { CommandRegistry } from '@lumino/commands';
 import type { IDisposable } from '@lumino/disposable';
+import { cellRows } from './analysis/cells';
 import { formatBytes, formatPlacement, sumBytes } from './analysis/format';
 import {
   findStackedModels,
@@ -13,9 +15,10 @@ import {
   IStackedGroup,
   stackingSignature
 } from './analysis/stacking';
+import { FLOOR_SIZE, ILeakTrend, leakTrend } from './analysis/trend';
 import type { GpuKernelModel } from './model';
 import type { ICleaned, IInventory, IModelInfo } from './protocol';
-import { CommandIDs, IGpuMonitor } from './tokens';
+import { CommandIDs, IGpuMonitor, IGpuSettings } from './tokens';
 
 /** Toast messages are cut by JupyterLab beyond this length. */
 const MAX_TOAST = 140;
@@ -82,6 +85,63 @@ export function describeStacking(
 }
 
 /**
+ * Text of the leak-trend warning, e.g. "PyTorch allocated climbs ~12.0 MiB
+ * per cell over 8 cells. Tensors kept alive? e.g. losses.append(loss)
+ * instead of loss.item()". Kept under 140 characters.
+ *
+ * @param devices - how many devices the kernel sees (the device is named when several).
+ */
+export function describeLeak(
+  trend: ILeakTrend,
+  trans: TranslationBundle,
+  devices = 1
+): string {
+  const where = devices > 1 ? trans.__(' on cuda:%1', trend.device) : '';
+  const hint = trans.__(
+    'Tensors kept alive? e.g. losses.append(loss), not loss.item()'
+  );
+  const text =
+    trend.basis === 'cells'
+      ? trans.__(
+          'PyTorch allocated climbs ~%1 per cell over %2 cells%3. %4',
+          formatBytes(trend.rate),
+          trend.points,
+          where,
+          hint
+        )
+      : trans.__(
+          'PyTorch allocated climbs ~%1 per minute in cell %2%3. %4',
+          formatBytes(trend.rate),
+          trend.executionCount === null ? '[*]' : `[${trend.executionCount}]`,
+          where,
+          hint
+        );
+  return text.length <= MAX_TOAST ? text : `${text.slice(0, MAX_TOAST - 1)}…`;
+}
+
+/**
+ * The leak trend of a kernel: the first device whose allocated memory climbs
+ * steadily, or null.
+ */
+export function findLeak(
+  model: GpuKernelModel,
+  settings: Pick<IGpuSettings, 'leakMinPoints' | 'leakMinR2'>
+): ILeakTrend | null {
+  const samples = model.samples;
+  for (const device of model.latestSample?.devices ?? []) {
+    if (device.allocated === null) {
+      continue;
+    }
+    const rows = cellRows(samples, model.cells, device.index);
+    const trend = leakTrend(rows, samples, device.index, settings);
+    if (trend.verdict === 'rising') {
+      return trend;
+    }
+  }
+  return null;
+}
+
+/**
  * Text of the info toast after a clean cell.
  */
 export function describeCleaned(
@@ -130,6 +190,7 @@ export class GpuNotifier implements IDisposable {
     this._commands = options.commands;
     this._trans = options.trans;
     this._monitor.modelAdded.connect(this._watch, this);
+    this._monitor.settingsChanged.connect(this._onSettings, this);
     this._monitor.models.forEach(m => this._watch(this._monitor, m));
   }
 
@@ -143,9 +204,11 @@ export class GpuNotifier implements IDisposable {
     }
     this._isDisposed = true;
     this._monitor.modelAdded.disconnect(this._watch, this);
+    this._monitor.settingsChanged.disconnect(this._onSettings, this);
     for (const model of this._watched) {
       model.inventoryChanged.disconnect(this._onInventory, this);
       model.cleaned.disconnect(this._onCleaned, this);
+      model.changed.disconnect(this._onChanged, this);
     }
     this._watched.clear();
   }
@@ -157,6 +220,7 @@ export class GpuNotifier implements IDisposable {
     this._watched.add(model);
     model.inventoryChanged.connect(this._onInventory, this);
     model.cleaned.connect(this._onCleaned, this);
+    model.changed.connect(this._onChanged, this);
     model.disposed.connect(this._forget, this);
   }
 
@@ -164,10 +228,118 @@ export class GpuNotifier implements IDisposable {
     this._watched.delete(model);
     model.inventoryChanged.disconnect(this._onInventory, this);
     model.cleaned.disconnect(this._onCleaned, this);
+    model.changed.disconnect(this._onChanged, this);
     const toast = this._toasts.get(model.kernelId);
     if (toast) {
       Notification.dismiss(toast.id);
       this._toasts.delete(model.kernelId);
+    }
+    this._dismissLeak(model.kernelId);
+    this._leakChecked.delete(model);
+  }
+
+  /**
+   * Re-check the leak trend when it can have changed: the first sample after
+   * a new inventory (the cell's "after" value), and every few samples while
+   * a cell runs (the trend inside a long cell).
+   */
+  private _onChanged(model: GpuKernelModel): void {
+    const sample = model.latestSample;
+    if (!sample) {
+      return;
+    }
+    const checked = this._leakChecked.get(model);
+    const cells = model.cells.length;
+    const lastCell = model.cells[cells - 1];
+    const afterNewCell =
+      cells !== checked?.cells && !!lastCell && sample.t >= lastCell.t;
+    const inLongCell =
+      sample.busy &&
+      sample.seq !== checked?.seq &&
+      sample.seq % FLOOR_SIZE === 0;
+    if (!afterNewCell && !inLongCell) {
+      return;
+    }
+    this._leakChecked.set(model, { cells, seq: sample.seq });
+    this._checkLeak(model);
+  }
+
+  private _onSettings(): void {
+    for (const model of this._watched) {
+      this._checkLeak(model);
+    }
+  }
+
+  /** Raise, update or dismiss the leak toast of one kernel. */
+  private _checkLeak(model: GpuKernelModel): void {
+    const settings = this._monitor.settings;
+    const trend = settings.warnOnLeak ? findLeak(model, settings) : null;
+    const kernelId = model.kernelId;
+    const state = this._leakToasts.get(kernelId);
+    if (!trend) {
+      this._dismissLeak(kernelId);
+      return;
+    }
+    const devices = model.latestSample?.devices.length ?? 1;
+    const message = describeLeak(trend, this._trans, devices);
+    if (state?.closed) {
+      // The user closed it: quiet until the climb stops and starts again.
+      return;
+    }
+    if (state && state.message === message) {
+      return;
+    }
+    const options = {
+      autoClose: false as const,
+      actions: [
+        {
+          label: this._trans.__('Open VRAM panel'),
+          caption: this._trans.__(
+            'See allocated memory per cell and who holds VRAM'
+          ),
+          displayType: 'accent' as const,
+          callback: () => {
+            void this._commands.execute(CommandIDs.openPanel);
+          }
+        },
+        {
+          label: this._trans.__("Don't warn again"),
+          caption: this._trans.__(
+            'Turn off leak-trend warnings in the settings'
+          ),
+          displayType: 'link' as const,
+          callback: () => {
+            void this._monitor.setSetting('warnOnLeak', false);
+          }
+        }
+      ]
+    };
+    if (state) {
+      if (
+        Notification.update({
+          id: state.id,
+          message,
+          type: 'warning',
+          ...options
+        })
+      ) {
+        state.message = message;
+      } else {
+        state.closed = true;
+      }
+      return;
+    }
+    const id = Notification.warning(message, options);
+    this._leakToasts.set(kernelId, { id, message, closed: false });
+  }
+
+  private _dismissLeak(kernelId: string): void {
+    const state = this._leakToasts.get(kernelId);
+    if (state) {
+      if (!state.closed) {
+        Notification.dismiss(state.id);
+      }
+      this._leakToasts.delete(kernelId);
     }
   }
 
@@ -251,6 +423,14 @@ export class GpuNotifier implements IDisposable {
   private _trans: TranslationBundle;
   private _watched = new Set<GpuKernelModel>();
   private _toasts = new Map<string, { id: string; signature: string }>();
+  private _leakToasts = new Map<
+    string,
+    { id: string; message: string; closed: boolean }
+  >();
+  private _leakChecked = new WeakMap<
+    GpuKernelModel,
+    { cells: number; seq: number }
+  >();
   private _isDisposed = false;
 }
 

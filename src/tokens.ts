@@ -13,6 +13,12 @@ export namespace CommandIDs {
   export const clean = 'gpu-hygiene:clean';
   /** Restart the current notebook's kernel with JupyterLab's confirmation. */
   export const restartKernel = 'gpu-hygiene:restart-kernel';
+  /** Open the VRAM panel (time series, per-cell table, who holds VRAM, leak trend). */
+  export const openPanel = 'gpu-hygiene:open-panel';
+  /** Insert (and run) a clean cell for one stale model (args: `modelId`, `kernelId`). */
+  export const freeModel = 'gpu-hygiene:free-model';
+  /** Ask, then insert (and run) `del <names>` and the clean tail for one model (args: `modelId`, `kernelId`). */
+  export const deleteModel = 'gpu-hygiene:delete-model';
 }
 
 /** What the clean command does with the generated cell. */
@@ -30,6 +36,14 @@ export interface IGpuSettings {
   criticalThreshold: number;
   /** Whether the clean command runs the inserted cell. */
   cleanAction: CleanAction;
+  /** Samples kept per kernel (ring buffer; 3600 = an hour at one a second). */
+  maxSamples: number;
+  /** Raise a toast when PyTorch's allocated memory climbs steadily. */
+  warnOnLeak: boolean;
+  /** Fewest cells (points) before the leak trend gives a verdict (≥ 3). */
+  leakMinPoints: number;
+  /** Lowest R² of the least-squares line for a steady climb (0–1). */
+  leakMinR2: number;
 }
 
 /** Defaults, identical to schema/plugin.json. */
@@ -38,7 +52,11 @@ export const DEFAULT_SETTINGS: IGpuSettings = {
   warnOnStackedModels: true,
   warnThreshold: 0.75,
   criticalThreshold: 0.9,
-  cleanAction: 'insert-and-run'
+  cleanAction: 'insert-and-run',
+  maxSamples: 3600,
+  warnOnLeak: true,
+  leakMinPoints: 5,
+  leakMinR2: 0.9
 };
 
 /**

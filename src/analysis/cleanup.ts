@@ -7,6 +7,10 @@
  * hold stale models, the last exception's traceback, then runs
  * `gc.collect()` and `torch.cuda.empty_cache()` when CUDA is initialised. It
  * ends without a bare expression, so it pins nothing in the output cache itself.
+ *
+ * The VRAM panel plans for one model: "free" drops only what holds that stale
+ * model, and "delete…" (after the user confirmed) starts with `del name` for
+ * the variables that name it — valid Python identifiers only.
  */
 import type { IInventory, IModelInfo } from '../protocol';
 import { CLEAN_MARKER } from '../protocol';
@@ -23,32 +27,91 @@ export interface ICleanPlan {
   keptNames: string[];
   /** Bytes of the stale models (all devices), as reported by the agent. */
   staleBytes: number;
+  /** Model id the plan is limited to, or null for every stale model. */
+  modelId: string | null;
+  /** User variables to delete first (valid Python identifiers only; asked for by the user). */
+  deleteNames: string[];
+  /** Whether the cell clears the last exception's traceback. */
+  clearTraceback: boolean;
+}
+
+/** Options of {@link planClean}. */
+export interface IPlanOptions {
+  /**
+   * Limit the plan to this model (an inventory `id`): only the output-cache
+   * entries and the traceback that hold it are dropped.
+   */
+  modelId?: string;
+  /**
+   * With `modelId`: delete these user variables first (the ones that name
+   * the model). Names that are not Python identifiers are left out, never
+   * put in code. The model then counts as stale.
+   */
+  deleteNames?: string[];
 }
 
 const OUT_ENTRY = /^Out\[(\d{1,9})\]$/;
 const NUMBERED = /^_(\d{1,9})$/;
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const KEYWORDS = new Set(
+  (
+    'False None True and as assert async await break class continue def del elif else except ' +
+    'finally for from global if import in is lambda nonlocal not or pass raise return try while with yield'
+  ).split(' ')
+);
+
+/**
+ * Whether `name` can be written in code as a plain Python name (an ASCII
+ * identifier that is not a keyword). Holder names come from the kernel and
+ * may be anything; only these ever reach generated code.
+ */
+export function isPythonIdentifier(name: string): boolean {
+  return IDENTIFIER.test(name) && !KEYWORDS.has(name);
+}
 
 /**
  * Work out the clean plan for an inventory (or an empty plan without one:
  * the cell then still clears the last traceback, collects and empties the cache).
+ *
+ * @param options - limit the plan to one model, and delete the variables
+ *   that name it; without options every stale model is planned.
  */
-export function planClean(inventory: IInventory | null): ICleanPlan {
+export function planClean(
+  inventory: IInventory | null,
+  options: IPlanOptions = {}
+): ICleanPlan {
   const outKeys = new Set<number>();
   const kept = new Set<string>();
   const staleModels: IModelInfo[] = [];
+  const modelId = options.modelId ?? null;
+  const deleteNames =
+    modelId === null
+      ? []
+      : [...new Set(options.deleteNames ?? [])]
+          .filter(isPythonIdentifier)
+          .sort();
+  let clearTraceback = modelId === null;
   for (const model of inventory?.models ?? []) {
-    if (model.stale) {
+    const target = modelId === null || model.id === modelId;
+    const stale =
+      model.stale || (target && modelId !== null && deleteNames.length > 0);
+    if (target && stale) {
       staleModels.push(model);
+      if (model.holders.some(h => h.kind === 'traceback')) {
+        clearTraceback = true;
+      }
     }
     for (const holder of model.holders) {
       if (holder.kind === 'variable') {
-        if (IDENTIFIER.test(holder.name)) {
+        if (
+          isPythonIdentifier(holder.name) &&
+          !deleteNames.includes(holder.name)
+        ) {
           kept.add(holder.name);
         }
         continue;
       }
-      if (holder.kind !== 'output' || !model.stale) {
+      if (holder.kind !== 'output' || !stale || !target) {
         continue;
       }
       const match = OUT_ENTRY.exec(holder.name) ?? NUMBERED.exec(holder.name);
@@ -61,7 +124,10 @@ export function planClean(inventory: IInventory | null): ICleanPlan {
     outKeys: [...outKeys].sort((a, b) => a - b),
     staleModels,
     keptNames: [...kept].sort(),
-    staleBytes: staleModels.reduce((sum, m) => sum + sumBytes(m.bytes), 0)
+    staleBytes: staleModels.reduce((sum, m) => sum + sumBytes(m.bytes), 0),
+    modelId,
+    deleteNames,
+    clearTraceback
   };
 }
 
@@ -101,11 +167,44 @@ export function generateCleanCell(plan: ICleanPlan): string {
   const staleLines = plan.staleModels.length
     ? plan.staleModels.map(m => `    # Output cache: ${describeStale(m)}`)
     : ['    # Output cache: nothing to drop.'];
+  // Only identifiers reach code (planClean filters them; checked again here).
+  const deleteNames = plan.deleteNames.filter(isPythonIdentifier);
+  let header: string[];
+  if (deleteNames.length) {
+    header = [
+      `# It deletes what you chose (${deleteNames.join(', ')}), then the output-cache entries that still hold`,
+      `# the same model; other variables are kept: ${commentSafe(kept, 200)}.`,
+      `del ${deleteNames.join(', ')}`
+    ];
+  } else if (plan.modelId !== null) {
+    header = [
+      '# It drops only the references that keep one stale model alive; variables you',
+      `# still use are kept: ${commentSafe(kept, 200)}.`
+    ];
+  } else {
+    header = [
+      '# It drops stale references only (output cache, last traceback, unreachable objects); variables you',
+      `# still use are kept: ${commentSafe(kept, 200)}.`
+    ];
+  }
+  const traceback = plan.clearTraceback
+    ? [
+        "    # Last exception: its traceback keeps the failed cell's frames and their tensors alive.",
+        '    tb = getattr(sys, "last_traceback", None)',
+        '    if tb is not None:',
+        '        tb.tb_next = None',
+        '    for attr in ("last_type", "last_value", "last_traceback", "last_exc"):',
+        '        if hasattr(sys, attr):',
+        '            setattr(sys, attr, None)',
+        '    ip.InteractiveTB.tb = None',
+        '    if ip.last_execution_result is not None:',
+        '        ip.last_execution_result.error_in_exec = None'
+      ]
+    : [];
   return [
     CLEAN_MARKER,
     '# Inserted by jupyterlab-gpu-hygiene. Self-contained: safe to re-run, also without the extension.',
-    '# It drops stale references only (output cache, last traceback, unreachable objects); variables you',
-    `# still use are kept: ${commentSafe(kept, 200)}.`,
+    ...header,
     `def _gpu_hygiene_clear_gpu(out_keys=${outKeys}):`,
     '    import gc, sys',
     '    ip = get_ipython()',
@@ -123,16 +222,7 @@ export function generateCleanCell(plan: ICleanPlan): string {
     '    if last is not None and any(last.result is obj for obj in stale):',
     '        last.result = None',
     '    del stale, last',
-    "    # Last exception: its traceback keeps the failed cell's frames and their tensors alive.",
-    '    tb = getattr(sys, "last_traceback", None)',
-    '    if tb is not None:',
-    '        tb.tb_next = None',
-    '    for attr in ("last_type", "last_value", "last_traceback", "last_exc"):',
-    '        if hasattr(sys, attr):',
-    '            setattr(sys, attr, None)',
-    '    ip.InteractiveTB.tb = None',
-    '    if ip.last_execution_result is not None:',
-    '        ip.last_execution_result.error_in_exec = None',
+    ...traceback,
     "    # Unreachable objects (reference cycles), then PyTorch's cached blocks back to the driver.",
     '    gc.collect()',
     '    torch = sys.modules.get("torch")',

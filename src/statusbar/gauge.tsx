@@ -20,7 +20,9 @@ export function GaugeComponent(props: {
     state.fraction === null ? null : Math.round(state.fraction * 100);
   return (
     <div
-      className={`jp-GpuHygiene-gauge jp-GpuHygiene-gauge-${state.kind}`}
+      className={`jp-GpuHygiene-gauge jp-GpuHygiene-gauge-${state.kind}${
+        props.onClick ? ' jp-GpuHygiene-gauge-clickable' : ''
+      }`}
       data-kind={state.kind}
       data-level={state.level}
       title={state.tooltip.join('\n')}
@@ -100,9 +102,18 @@ export class GaugeModel extends VDomModel {
  * Status bar widget rendering {@link GaugeComponent}.
  */
 export class GpuGauge extends VDomRenderer<GaugeModel> {
-  constructor(model: GaugeModel, trans: TranslationBundle) {
+  /**
+   * @param onClick - what a click does (the status bar plugin opens the VRAM
+   *   panel); without it the gauge is not clickable.
+   */
+  constructor(
+    model: GaugeModel,
+    trans: TranslationBundle,
+    onClick?: () => void
+  ) {
     super(model);
     this._trans = trans;
+    this._onClick = onClick;
     this.addClass('jp-GpuHygiene-statusItem');
   }
 
@@ -111,16 +122,17 @@ export class GpuGauge extends VDomRenderer<GaugeModel> {
     if (!kernelModel) {
       return null;
     }
-    return (
-      <GaugeComponent
-        state={gaugeState(
-          kernelModel,
-          this.model.monitor.settings,
-          this._trans
-        )}
-      />
+    const state = gaugeState(
+      kernelModel,
+      this.model.monitor.settings,
+      this._trans
     );
+    if (this._onClick) {
+      state.tooltip.push(this._trans.__('Click for the VRAM panel'));
+    }
+    return <GaugeComponent state={state} onClick={this._onClick} />;
   }
 
   private _trans: TranslationBundle;
+  private _onClick?: () => void;
 }

@@ -3,6 +3,7 @@ import { join } from 'path';
 import {
   commentSafe,
   generateCleanCell,
+  isPythonIdentifier,
   planClean
 } from '../../src/analysis/cleanup';
 import { CLEAN_MARKER } from '../../src/protocol';
@@ -41,7 +42,10 @@ describe('planClean', () => {
       outKeys: [],
       staleModels: [],
       keptNames: [],
-      staleBytes: 0
+      staleBytes: 0,
+      modelId: null,
+      deleteNames: [],
+      clearTraceback: true
     });
   });
 
@@ -103,5 +107,116 @@ describe('generateCleanCell', () => {
 
   it('commentSafe bounds the length', () => {
     expect(commentSafe('x'.repeat(500), 10)).toHaveLength(10);
+  });
+});
+
+/** C01 plus a third model held by the last traceback and a named one. */
+function mixedInventory() {
+  const inventory = c01Inventory();
+  inventory.models.push(
+    yolo({
+      id: '0x7f0000000003',
+      order: 3,
+      label: 'YOLO (yolov8s.yaml)',
+      holders: [
+        { kind: 'traceback', name: 'last traceback (train_step)' },
+        { kind: 'output', name: 'Out[5]' }
+      ],
+      stale: true
+    })
+  );
+  return inventory;
+}
+
+describe('planClean for one model (VRAM panel "free")', () => {
+  it('drops only what holds that model', () => {
+    const plan = planClean(mixedInventory(), { modelId: '0x7f0000000001' });
+    expect(plan.outKeys).toEqual([2]);
+    expect(plan.staleModels.map(m => m.id)).toEqual(['0x7f0000000001']);
+    expect(plan.clearTraceback).toBe(false);
+    expect(plan.keptNames).toEqual(['model']);
+    const code = generateCleanCell(plan);
+    expect(code.split('\n')[0]).toBe(CLEAN_MARKER);
+    expect(code).toContain('def _gpu_hygiene_clear_gpu(out_keys=(2,)):');
+    expect(code).toContain('keep one stale model alive');
+    expect(code).not.toContain('last_traceback');
+    expect(code).not.toContain('Out[5]');
+    expect(code).toContain('gc.collect()');
+    expect(code).toContain('torch.cuda.empty_cache()');
+    expectFixture('clean_cell_c01_free_one.py', code);
+  });
+
+  it('clears the traceback when it holds that model', () => {
+    const plan = planClean(mixedInventory(), { modelId: '0x7f0000000003' });
+    expect(plan.outKeys).toEqual([5]);
+    expect(plan.clearTraceback).toBe(true);
+    expect(generateCleanCell(plan)).toContain(
+      'tb = getattr(sys, "last_traceback", None)'
+    );
+  });
+
+  it('plans nothing for a model that is named and not being deleted', () => {
+    const plan = planClean(mixedInventory(), { modelId: '0x7f0000000002' });
+    expect(plan.outKeys).toEqual([]);
+    expect(plan.staleModels).toEqual([]);
+  });
+});
+
+describe('planClean with deleteNames (VRAM panel "delete…")', () => {
+  it('starts with del name and drops the output cache of that model', () => {
+    const plan = planClean(c01Inventory(), {
+      modelId: '0x7f0000000002',
+      deleteNames: ['model']
+    });
+    expect(plan.deleteNames).toEqual(['model']);
+    expect(plan.outKeys).toEqual([3]); // Out[3], _3 hold it too
+    expect(plan.keptNames).toEqual([]);
+    const code = generateCleanCell(plan);
+    const lines = code.split('\n');
+    expect(lines[0]).toBe(CLEAN_MARKER);
+    expect(lines).toContain('del model');
+    expect(lines.indexOf('del model')).toBeLessThan(
+      lines.indexOf('def _gpu_hygiene_clear_gpu(out_keys=(3,)):')
+    );
+    expect(code).toContain('gc.collect()');
+    expectFixture('clean_cell_c01_delete_model.py', code);
+  });
+
+  it('never puts a name that is not an identifier in code', () => {
+    const inventory = c01Inventory();
+    inventory.models[1].holders.push({
+      kind: 'variable',
+      name: 'x; import os'
+    });
+    const plan = planClean(inventory, {
+      modelId: '0x7f0000000002',
+      deleteNames: ['x; import os', 'model', 'class', 'a\nb']
+    });
+    expect(plan.deleteNames).toEqual(['model']);
+    const code = generateCleanCell(plan);
+    // Kernel-supplied names only ever appear inside one-line comments.
+    const codeLines = code
+      .split('\n')
+      .filter(l => !l.trimStart().startsWith('#'));
+    expect(codeLines.some(l => l.includes('import os'))).toBe(false);
+    expect(code.split('\n').filter(l => l.startsWith('del '))).toEqual([
+      'del model',
+      'del _gpu_hygiene_clear_gpu'
+    ]);
+  });
+
+  it('ignores deleteNames without a model id', () => {
+    expect(planClean(c01Inventory(), { deleteNames: ['model'] })).toEqual(
+      planClean(c01Inventory())
+    );
+  });
+
+  it('isPythonIdentifier', () => {
+    expect(isPythonIdentifier('model_2')).toBe(true);
+    expect(isPythonIdentifier('_')).toBe(true);
+    expect(isPythonIdentifier('2x')).toBe(false);
+    expect(isPythonIdentifier('None')).toBe(false);
+    expect(isPythonIdentifier('a.b')).toBe(false);
+    expect(isPythonIdentifier('')).toBe(false);
   });
 });

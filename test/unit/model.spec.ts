@@ -55,3 +55,44 @@ describe('GpuKernelModel', () => {
     expect(model.droppedMessages).toBe(1);
   });
 });
+
+describe('GpuKernelModel, panel state', () => {
+  it('applies a new ring-buffer size at once (the maxSamples setting)', () => {
+    const model = new GpuKernelModel({ kernelId: 'k' });
+    expect(model.maxSamples).toBe(3600);
+    for (let seq = 1; seq <= 10; seq++) {
+      model.apply(gpuSample(seq, 10, seq));
+    }
+    let changes = 0;
+    model.changed.connect(() => changes++);
+    model.maxSamples = 4;
+    expect(model.samples.map(s => s.seq)).toEqual([7, 8, 9, 10]);
+    expect(changes).toBe(1);
+    model.maxSamples = 4;
+    expect(changes).toBe(1);
+    model.apply(gpuSample(11, 10, 11));
+    expect(model.samples.map(s => s.seq)).toEqual([8, 9, 10, 11]);
+  });
+
+  it('keeps a compact record of each inventory, forgotten on restart', () => {
+    const model = new GpuKernelModel({ kernelId: 'k' });
+    model.apply({ ...c01Inventory(), executionCount: null, models: [] });
+    model.apply(c01Inventory());
+    expect(model.cells.map(c => c.executionCount)).toEqual([null, 3]);
+    expect(model.cells[1].models.map(m => m.order)).toEqual([1, 2]);
+    expect(model.cells[1].postRun).toBeCloseTo(
+      c01Inventory().t - c01Inventory().durationMs / 1000
+    );
+    model.resetKernelState();
+    expect(model.cells).toEqual([]);
+  });
+
+  it('bounds the inventory records', () => {
+    const model = new GpuKernelModel({ kernelId: 'k' });
+    for (let i = 0; i < GpuKernelModel.MAX_CELLS + 5; i++) {
+      model.apply({ ...c01Inventory(), executionCount: i, models: [] });
+    }
+    expect(model.cells).toHaveLength(GpuKernelModel.MAX_CELLS);
+    expect(model.cells[0].executionCount).toBe(5);
+  });
+});

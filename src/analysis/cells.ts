@@ -1,0 +1,212 @@
+/**
+ * Per-cell figures, computed from what the agent already sends: the
+ * inventory after each cell (its `executionCount` and `t`) and the samples
+ * (whose `busy` flag is set from the cell's `pre_run_cell` to its
+ * `post_run_cell`). Nothing runs in the user's notebook for this.
+ */
+import type { IInventory, ISample } from '../protocol';
+import { sumBytes } from './format';
+
+/** A live model as remembered after a cell (compact: no holders). */
+export interface IModelSummary {
+  /** Agent id (hex `id()`), stable while the object lives. */
+  id: string;
+  /** Creation order (smaller = older); with `id` it identifies an instance. */
+  order: number;
+  /** Display label, e.g. `"YOLO (yolov8n.yaml)"`. */
+  label: string;
+  /** Class name, e.g. `"YOLO"`. */
+  className: string;
+  /** Total bytes on all devices (parameters, buffers, gradients). */
+  bytes: number;
+}
+
+/** What the model keeps of each inventory: when it came and which models were alive. */
+export interface ICellMark {
+  /** Execution count of the cell that just ran; null for an inventory sent on request. */
+  executionCount: number | null;
+  /** When the inventory was built (end of the cell), seconds since the epoch. */
+  t: number;
+  /** When the cell's `post_run_cell` started, seconds: `t` minus the inventory's build time. */
+  postRun: number;
+  /** Models alive after the cell. */
+  models: ReadonlyArray<IModelSummary>;
+}
+
+/** One row of the per-cell table. Bytes are PyTorch allocated bytes of one device. */
+export interface ICellRow {
+  /** Execution count (`[n]`). */
+  executionCount: number;
+  /** Start of the cell (first sample the agent took while it ran), or null for a cell shorter than the sample interval. */
+  start: number | null;
+  /** End of the cell (its `post_run_cell`), seconds since the epoch. */
+  end: number;
+  /** Wall time of the cell in milliseconds, or null when no sample fell inside it. */
+  durationMs: number | null;
+  /** Allocated before the cell, or null (no GPU, CUDA not initialised, no sample). */
+  before: number | null;
+  /** Allocated after the cell, or null. */
+  after: number | null;
+  /** `after - before`, or null. */
+  delta: number | null;
+  /** Highest allocated seen while the cell ran (between samples a spike can be missed), or null. */
+  peak: number | null;
+  /** Samples taken while the cell ran. */
+  samples: number;
+  /** Models alive after this cell that were not alive after the previous inventory; null when unknown (no previous inventory kept). */
+  created: ReadonlyArray<IModelSummary> | null;
+}
+
+/**
+ * The compact record of an inventory kept by the model.
+ */
+export function cellMark(inventory: IInventory): ICellMark {
+  return {
+    executionCount: inventory.executionCount,
+    t: inventory.t,
+    postRun: inventory.t - inventory.durationMs / 1000,
+    models: inventory.models.map(m => ({
+      id: m.id,
+      order: m.order,
+      label: m.label,
+      className: m.className,
+      bytes: sumBytes(m.bytes)
+    }))
+  };
+}
+
+/**
+ * PyTorch allocated bytes of one device in a sample.
+ *
+ * @returns null when the device is absent or torch/CUDA is not initialised.
+ */
+export function allocatedOf(sample: ISample, device: number): number | null {
+  return sample.devices.find(d => d.index === device)?.allocated ?? null;
+}
+
+/** Index of the first sample with `t > time` (samples are in time order). */
+function firstAfter(samples: ReadonlyArray<ISample>, time: number): number {
+  let lo = 0;
+  let hi = samples.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (samples[mid].t > time) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+function modelKey(m: IModelSummary): string {
+  return `${m.id}:${m.order}`;
+}
+
+function maxOf(values: Array<number | null>): number | null {
+  let max: number | null = null;
+  for (const v of values) {
+    if (v !== null && (max === null || v > max)) {
+      max = v;
+    }
+  }
+  return max;
+}
+
+/**
+ * Rows of the per-cell table, oldest first, for one device.
+ *
+ * - start: the first `busy` sample after the previous inventory; the agent
+ *   wakes its sampler at `pre_run_cell`, so this is the cell's start to within
+ *   a thread switch. A cell shorter than that has no start (duration null).
+ * - before: the last idle sample before the start (or before `post_run_cell`
+ *   for a cell without busy samples); after: the first idle sample after the
+ *   cell's busy samples (the agent also samples at `post_run_cell`).
+ * - peak: the highest allocated among the cell's samples, before and after.
+ * - created: models in this inventory that were not in the previous one.
+ *
+ * @param samples - the model's samples, in time order.
+ * @param marks - the model's inventory records, in time order.
+ * @param device - CUDA device index.
+ */
+export function cellRows(
+  samples: ReadonlyArray<ISample>,
+  marks: ReadonlyArray<ICellMark>,
+  device: number
+): ICellRow[] {
+  const rows: ICellRow[] = [];
+  for (let k = 0; k < marks.length; k++) {
+    const mark = marks[k];
+    if (mark.executionCount === null) {
+      continue;
+    }
+    const previous = k > 0 ? marks[k - 1] : null;
+    const lo = previous ? firstAfter(samples, previous.t) : 0;
+    const hi = firstAfter(samples, mark.t); // exclusive
+    let firstBusy = -1;
+    let lastBusy = -1;
+    for (let i = lo; i < hi; i++) {
+      if (samples[i].busy) {
+        if (firstBusy < 0) {
+          firstBusy = i;
+        }
+        lastBusy = i;
+      }
+    }
+    const start = firstBusy >= 0 ? samples[firstBusy].t : null;
+    // Before: the last idle sample before the cell started, not earlier than
+    // the previous cell's end (back-to-back cells may have none).
+    const beforeLimit = start ?? mark.postRun;
+    const floor = previous ? previous.postRun - 0.05 : -Infinity;
+    let before: number | null = null;
+    for (let i = (firstBusy >= 0 ? firstBusy : hi) - 1; i >= 0; i--) {
+      const s = samples[i];
+      if (s.t < floor) {
+        break;
+      }
+      if (s.t < beforeLimit && !s.busy) {
+        before = allocatedOf(s, device);
+        break;
+      }
+    }
+    if (before === null && firstBusy >= 0) {
+      before = allocatedOf(samples[firstBusy], device);
+    }
+    // After: the first idle sample after the cell's busy samples.
+    let after: number | null = null;
+    const afterFrom =
+      lastBusy >= 0 ? lastBusy + 1 : firstAfter(samples, mark.postRun - 0.05);
+    for (let i = afterFrom; i < samples.length; i++) {
+      if (!samples[i].busy || samples[i].t > mark.t) {
+        after = allocatedOf(samples[i], device);
+        break;
+      }
+    }
+    if (after === null && hi > lo) {
+      after = allocatedOf(samples[hi - 1], device);
+    }
+    const during: Array<number | null> = [before, after];
+    for (let i = firstBusy; i >= 0 && i <= lastBusy; i++) {
+      during.push(allocatedOf(samples[i], device));
+    }
+    let created: IModelSummary[] | null = null;
+    if (previous) {
+      const known = new Set(previous.models.map(modelKey));
+      created = mark.models.filter(m => !known.has(modelKey(m)));
+    }
+    rows.push({
+      executionCount: mark.executionCount,
+      start,
+      end: mark.postRun,
+      durationMs:
+        start === null ? null : Math.max(0, (mark.postRun - start) * 1000),
+      before,
+      after,
+      delta: before !== null && after !== null ? after - before : null,
+      peak: maxOf(during),
+      samples: firstBusy < 0 ? 0 : lastBusy - firstBusy + 1,
+      created
+    });
+  }
+  return rows;
+}

@@ -1,0 +1,279 @@
+/**
+ * The VRAM time series (recharts, in the panel's lazy chunk): device used,
+ * this kernel's process, PyTorch reserved and allocated, a dashed line at the
+ * device total and a marker at each cell. At most ~500 points are drawn
+ * (min/max per bucket, so peaks stay visible).
+ */
+import type { TranslationBundle } from '@jupyterlab/translation';
+import React from 'react';
+import {
+  CartesianGrid,
+  Line,
+  LineChart,
+  ReferenceArea,
+  ReferenceLine,
+  ResponsiveContainer,
+  Tooltip,
+  XAxis,
+  YAxis
+} from 'recharts';
+import { downsampleMinMax } from '../analysis/downsample';
+import { formatBytes } from '../analysis/format';
+import { ChartRow, ICellMarker, SERIES, SeriesKey } from './data';
+
+/** Most points handed to recharts. */
+export const MAX_CHART_POINTS = 500;
+
+/**
+ * Colours: JupyterLab theme variables (light and dark). Reserved is drawn
+ * dashed in the colour of allocated: it is allocated plus PyTorch's cache.
+ */
+const COLORS: Record<SeriesKey, string> = {
+  used: 'var(--jp-brand-color1)',
+  process: 'var(--jp-warn-color1)',
+  reserved: 'var(--jp-success-color1)',
+  allocated: 'var(--jp-success-color1)'
+};
+const DASHES: Partial<Record<SeriesKey, string>> = { reserved: '5 3' };
+
+/** Series labels, with where each figure comes from. */
+export function seriesLabels(
+  trans: TranslationBundle
+): Record<SeriesKey, string> {
+  return {
+    used: trans.__('Device used (NVML)'),
+    process: trans.__('This kernel (NVML)'),
+    reserved: trans.__('PyTorch reserved'),
+    allocated: trans.__('PyTorch allocated')
+  };
+}
+
+/** Clock time of a sample, e.g. `14:03:27`. */
+export function formatClock(t: number): string {
+  const date = new Date(t * 1000);
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+}
+
+function lastValue(
+  rows: ReadonlyArray<ChartRow>,
+  key: SeriesKey
+): number | null {
+  for (let i = rows.length - 1; i >= 0; i--) {
+    const value = rows[i][key];
+    if (value !== null) {
+      return value;
+    }
+  }
+  return null;
+}
+
+/** Tooltip of the chart: time and each figure in MiB/GiB. */
+function ChartTooltip(props: {
+  active?: boolean;
+  payload?: ReadonlyArray<{ dataKey?: unknown; value?: unknown }>;
+  label?: unknown;
+  total: number | null;
+  labels: Record<SeriesKey, string>;
+  trans: TranslationBundle;
+}): JSX.Element | null {
+  const { active, payload, label, labels, total, trans } = props;
+  if (!active || !payload?.length) {
+    return null;
+  }
+  return (
+    <div className="jp-GpuHygiene-tooltip">
+      <div className="jp-GpuHygiene-tooltipTime">
+        {typeof label === 'number' ? formatClock(label) : ''}
+      </div>
+      {payload.map(entry => {
+        const key = String(entry.dataKey) as SeriesKey;
+        return (
+          <div
+            key={key}
+            className={`jp-GpuHygiene-tooltipRow jp-GpuHygiene-series-${key}`}
+          >
+            <span className="jp-GpuHygiene-swatch" />
+            <span>{labels[key] ?? key}</span>
+            <span className="jp-GpuHygiene-value">
+              {formatBytes(entry.value as number | null)}
+            </span>
+          </div>
+        );
+      })}
+      {total !== null && (
+        <div className="jp-GpuHygiene-tooltipRow">
+          <span className="jp-GpuHygiene-swatch jp-GpuHygiene-swatch-total" />
+          <span>{trans.__('Device total')}</span>
+          <span className="jp-GpuHygiene-value">{formatBytes(total)}</span>
+        </div>
+      )}
+    </div>
+  );
+}
+
+/** Props of {@link VramChart}. */
+export interface IVramChartProps {
+  /** All rows of the device, oldest first; downsampled here. */
+  rows: ReadonlyArray<ChartRow>;
+  /** Device total for the dashed line (bytes), or null. */
+  total: number | null;
+  /** Cell markers. */
+  markers: ReadonlyArray<ICellMarker>;
+  /** `device`: the y axis spans the device (0 to total); `data`: zoomed to the figures. */
+  scale: 'device' | 'data';
+  trans: TranslationBundle;
+  /** Fixed size (tests; jsdom has no layout). Default: the panel's width, 220 px high. */
+  size?: { width: number; height: number };
+}
+
+/**
+ * The chart. Pure: renders its props, no model access.
+ */
+export function VramChart(props: IVramChartProps): JSX.Element {
+  const { total, markers, scale, trans, size } = props;
+  const data = downsampleMinMax(props.rows, SERIES, MAX_CHART_POINTS);
+  const labels = seriesLabels(trans);
+  const present = SERIES.filter(key => data.some(row => row[key] !== null));
+  const yDomain: [number | string, number | string] =
+    scale === 'device' && total !== null ? [0, total] : [0, 'auto'];
+  const chart = (
+    <LineChart
+      data={data as ChartRow[]}
+      width={size?.width}
+      height={size?.height}
+      margin={{ top: 16, right: 8, bottom: 0, left: 0 }}
+    >
+      <CartesianGrid
+        stroke="var(--jp-border-color2)"
+        strokeDasharray="3 3"
+        vertical={false}
+      />
+      <XAxis
+        dataKey="t"
+        type="number"
+        scale="time"
+        domain={['dataMin', 'dataMax']}
+        tickFormatter={formatClock}
+        stroke="var(--jp-ui-font-color2)"
+        tick={{ fill: 'var(--jp-ui-font-color2)', fontSize: 10 }}
+        minTickGap={24}
+      />
+      <YAxis
+        domain={yDomain}
+        allowDataOverflow={scale === 'device'}
+        tickFormatter={(value: number) => formatBytes(value, 0)}
+        stroke="var(--jp-ui-font-color2)"
+        tick={{ fill: 'var(--jp-ui-font-color2)', fontSize: 10 }}
+        width={64}
+      />
+      {markers.map(marker =>
+        marker.end - marker.t > 0 ? (
+          <ReferenceArea
+            key={`area-${marker.executionCount}-${marker.t}`}
+            x1={marker.t}
+            x2={marker.end}
+            ifOverflow="hidden"
+            fill="var(--jp-layout-color3)"
+            fillOpacity={0.4}
+            strokeOpacity={0}
+          />
+        ) : null
+      )}
+      {markers.map(marker => (
+        <ReferenceLine
+          key={`cell-${marker.executionCount}-${marker.t}`}
+          x={marker.t}
+          className="jp-GpuHygiene-cellMarker"
+          stroke="var(--jp-ui-font-color3)"
+          strokeDasharray="2 2"
+          ifOverflow="hidden"
+          label={{
+            value: `[${marker.executionCount}]`,
+            position: 'insideTopLeft',
+            fill: 'var(--jp-ui-font-color2)',
+            fontSize: 10
+          }}
+        />
+      ))}
+      {total !== null && (
+        <ReferenceLine
+          y={total}
+          className="jp-GpuHygiene-totalLine"
+          stroke="var(--jp-error-color1)"
+          strokeDasharray="6 4"
+          ifOverflow={scale === 'device' ? 'extendDomain' : 'hidden'}
+          label={{
+            value: trans.__('total %1', formatBytes(total)),
+            position: 'insideBottomRight',
+            fill: 'var(--jp-ui-font-color2)',
+            fontSize: 10
+          }}
+        />
+      )}
+      <Tooltip
+        isAnimationActive={false}
+        content={tooltipProps => (
+          <ChartTooltip
+            active={tooltipProps.active}
+            payload={tooltipProps.payload as any}
+            label={tooltipProps.label}
+            total={total}
+            labels={labels}
+            trans={trans}
+          />
+        )}
+      />
+      {present.map(key => (
+        <Line
+          key={key}
+          dataKey={key}
+          name={labels[key]}
+          className={`jp-GpuHygiene-line jp-GpuHygiene-series-${key}`}
+          type="linear"
+          stroke={COLORS[key]}
+          strokeDasharray={DASHES[key]}
+          strokeWidth={1.5}
+          dot={false}
+          activeDot={{ r: 3 }}
+          isAnimationActive={false}
+          connectNulls={false}
+        />
+      ))}
+    </LineChart>
+  );
+  return (
+    <div
+      className="jp-GpuHygiene-chart"
+      data-points={data.length}
+      data-samples={props.rows.length}
+    >
+      {size ? (
+        chart
+      ) : (
+        <ResponsiveContainer width="100%" height={220}>
+          {chart}
+        </ResponsiveContainer>
+      )}
+      <ul className="jp-GpuHygiene-legend">
+        {present.map(key => {
+          const last = lastValue(props.rows, key);
+          return (
+            <li key={key} className={`jp-GpuHygiene-series-${key}`}>
+              <span className="jp-GpuHygiene-swatch" />
+              {labels[key]}
+              <span className="jp-GpuHygiene-value">{formatBytes(last)}</span>
+            </li>
+          );
+        })}
+        {total !== null && (
+          <li>
+            <span className="jp-GpuHygiene-swatch jp-GpuHygiene-swatch-total" />
+            {trans.__('Device total')}
+            <span className="jp-GpuHygiene-value">{formatBytes(total)}</span>
+          </li>
+        )}
+      </ul>
+    </div>
+  );
+}

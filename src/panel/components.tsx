@@ -1,0 +1,382 @@
+/**
+ * Pure views of the VRAM panel: the per-cell table, the "who holds VRAM"
+ * table, the leak trend line and the empty states. They render their props
+ * only; the container (view.tsx) reads the model.
+ */
+import type { TranslationBundle } from '@jupyterlab/translation';
+import React from 'react';
+import type { ICellRow } from '../analysis/cells';
+import { formatBytes, formatPlacement } from '../analysis/format';
+import type {
+  HolderSortKey,
+  IHolderRow,
+  IHolderSort
+} from '../analysis/holders';
+import type { ILeakTrend } from '../analysis/trend';
+
+/** A duration for the table: `850 ms`, `12.3 s`, `4 min 05 s`. */
+export function formatDuration(ms: number | null): string {
+  if (ms === null || !Number.isFinite(ms)) {
+    return '—';
+  }
+  if (ms < 1000) {
+    return `${Math.round(ms)} ms`;
+  }
+  if (ms < 60_000) {
+    return `${(ms / 1000).toFixed(1)} s`;
+  }
+  const seconds = Math.round(ms / 1000);
+  const minutes = Math.floor(seconds / 60);
+  return `${minutes} min ${String(seconds % 60).padStart(2, '0')} s`;
+}
+
+/** A signed byte delta: `+12.0 MiB`, `−3.0 MiB`, `0 B`, `n/a`. */
+export function formatDelta(bytes: number | null): string {
+  if (bytes === null) {
+    return 'n/a';
+  }
+  if (bytes === 0) {
+    return '0 B';
+  }
+  return `${bytes > 0 ? '+' : '−'}${formatBytes(Math.abs(bytes))}`;
+}
+
+/** A message in place of content: what is missing and what to do. */
+export function EmptyState(props: {
+  children: React.ReactNode;
+  kind?: string;
+}): JSX.Element {
+  return (
+    <div className="jp-GpuHygiene-empty" data-kind={props.kind}>
+      {props.children}
+    </div>
+  );
+}
+
+/** The leak trend, one sentence. */
+export function TrendSummary(props: {
+  trend: ILeakTrend;
+  gpu: boolean;
+  cells: number;
+  minPoints: number;
+  trans: TranslationBundle;
+}): JSX.Element {
+  const { trend, gpu, cells, minPoints, trans } = props;
+  let text: string;
+  let level = 'info';
+  if (!gpu) {
+    text = trans.__(
+      'Leak trend: needs a GPU (it follows PyTorch’s allocated memory on a CUDA device).'
+    );
+  } else if (trend.verdict === 'rising') {
+    level = 'warn';
+    text =
+      trend.basis === 'cells'
+        ? trans.__(
+            'Leak trend: allocated climbs ~%1 per cell over %2 cells (R² %3). Something keeps tensors alive across cells, e.g. losses.append(loss) instead of loss.item().',
+            formatBytes(trend.rate),
+            trend.points,
+            trend.r2.toFixed(2)
+          )
+        : trans.__(
+            'Leak trend: allocated climbs ~%1 per minute inside cell %2 (%3 samples, R² %4). Something keeps tensors alive from step to step, e.g. losses.append(loss) instead of loss.item().',
+            formatBytes(trend.rate),
+            trend.executionCount === null ? '[*]' : `[${trend.executionCount}]`,
+            trend.points,
+            trend.r2.toFixed(2)
+          );
+  } else if (trend.verdict === 'no-data') {
+    text = trans.__(
+      'Leak trend: waiting for PyTorch to use CUDA in this kernel (allocated memory is not measurable before).'
+    );
+  } else if (trend.verdict === 'too-few') {
+    text = trans.__(
+      'Leak trend: %1 of %2 cells measured; run more cells for a verdict.',
+      Math.min(cells, trend.points),
+      minPoints
+    );
+  } else {
+    level = 'ok';
+    text = trans.__(
+      'Leak trend: no steady rise of allocated memory over the last %1 cells.',
+      trend.points
+    );
+  }
+  return (
+    <div
+      className={`jp-GpuHygiene-trend jp-GpuHygiene-trend-${level}`}
+      data-verdict={gpu ? trend.verdict : 'no-gpu'}
+      role="status"
+    >
+      {text}
+    </div>
+  );
+}
+
+/** Per-cell table: newest first, at most `max` rows. */
+export function CellTable(props: {
+  cells: ReadonlyArray<ICellRow>;
+  gpu: boolean;
+  trans: TranslationBundle;
+  max?: number;
+}): JSX.Element {
+  const { cells, gpu, trans } = props;
+  if (!cells.length) {
+    return (
+      <EmptyState kind="no-cells">
+        {trans.__(
+          'No cell has run since the agent started. Run a cell: each execution adds a row with its duration, allocation and the models it created.'
+        )}
+      </EmptyState>
+    );
+  }
+  const rows = cells.slice(-(props.max ?? 50)).reverse();
+  return (
+    <table className="jp-GpuHygiene-table jp-GpuHygiene-cells">
+      <thead>
+        <tr>
+          <th scope="col">{trans.__('Cell')}</th>
+          <th scope="col">{trans.__('Duration')}</th>
+          {gpu && (
+            <th
+              scope="col"
+              title={trans.__('PyTorch allocated after the cell minus before')}
+            >
+              {trans.__('Δ allocated')}
+            </th>
+          )}
+          {gpu && (
+            <th
+              scope="col"
+              title={trans.__(
+                'Highest PyTorch allocated among the samples taken while the cell ran'
+              )}
+            >
+              {trans.__('Peak')}
+            </th>
+          )}
+          <th
+            scope="col"
+            title={trans.__(
+              'Models alive after the cell that were not alive before it'
+            )}
+          >
+            {trans.__('New models')}
+          </th>
+        </tr>
+      </thead>
+      <tbody>
+        {rows.map(row => (
+          <tr
+            key={`${row.executionCount}-${row.end}`}
+            data-execution-count={row.executionCount}
+          >
+            <td>[{row.executionCount}]</td>
+            <td
+              className="jp-GpuHygiene-nowrap"
+              title={
+                row.durationMs === null
+                  ? trans.__('Shorter than the sample interval')
+                  : undefined
+              }
+            >
+              {formatDuration(row.durationMs)}
+            </td>
+            {gpu && (
+              <td
+                className={`jp-GpuHygiene-nowrap${
+                  row.delta !== null && row.delta > 0
+                    ? ' jp-GpuHygiene-up'
+                    : row.delta !== null && row.delta < 0
+                      ? ' jp-GpuHygiene-down'
+                      : ''
+                }`}
+              >
+                {formatDelta(row.delta)}
+              </td>
+            )}
+            {gpu && (
+              <td className="jp-GpuHygiene-nowrap">{formatBytes(row.peak)}</td>
+            )}
+            <td title={row.created?.map(m => m.label).join('\n') ?? undefined}>
+              {row.created === null
+                ? '?'
+                : row.created.length
+                  ? row.created.map(m => m.label).join(', ')
+                  : '—'}
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+function SortHeader(props: {
+  column: HolderSortKey;
+  sort: IHolderSort;
+  onSort: (sort: IHolderSort) => void;
+  children: React.ReactNode;
+}): JSX.Element {
+  const { column, sort, onSort } = props;
+  const active = sort.key === column;
+  const next: IHolderSort = {
+    key: column,
+    direction:
+      active && sort.direction === 'desc'
+        ? 'asc'
+        : active
+          ? 'desc'
+          : column === 'bytes'
+            ? 'desc'
+            : 'asc'
+  };
+  return (
+    <th
+      scope="col"
+      aria-sort={
+        active
+          ? sort.direction === 'asc'
+            ? 'ascending'
+            : 'descending'
+          : 'none'
+      }
+    >
+      <button
+        className="jp-GpuHygiene-sort"
+        data-column={column}
+        onClick={() => onSort(next)}
+      >
+        {props.children}
+        {active ? (sort.direction === 'asc' ? ' ▲' : ' ▼') : ''}
+      </button>
+    </th>
+  );
+}
+
+/** Holder names for a cell: the first few, then `+n`. */
+function shortList(names: ReadonlyArray<string>, max = 4): string {
+  return names.length <= max
+    ? names.join(', ')
+    : `${names.slice(0, max).join(', ')} +${names.length - max}`;
+}
+
+/** Who holds VRAM: one row per live model, with free / delete… actions. */
+export function HoldersTable(props: {
+  rows: ReadonlyArray<IHolderRow>;
+  sort: IHolderSort;
+  onSort: (sort: IHolderSort) => void;
+  onFree: (modelId: string) => void;
+  onDelete: (modelId: string) => void;
+  truncated: boolean;
+  trans: TranslationBundle;
+}): JSX.Element {
+  const { rows, sort, onSort, trans } = props;
+  if (!rows.length) {
+    return (
+      <EmptyState kind="no-models">
+        {trans.__(
+          'No live PyTorch model in this kernel. Models appear here after the cell that creates them, with what keeps each one alive.'
+        )}
+      </EmptyState>
+    );
+  }
+  return (
+    <>
+      <table className="jp-GpuHygiene-table jp-GpuHygiene-holders">
+        <thead>
+          <tr>
+            <SortHeader column="holder" sort={sort} onSort={onSort}>
+              {trans.__('Holder')}
+            </SortHeader>
+            <SortHeader column="kind" sort={sort} onSort={onSort}>
+              {trans.__('Model')}
+            </SortHeader>
+            <SortHeader column="bytes" sort={sort} onSort={onSort}>
+              {trans.__('Size')}
+            </SortHeader>
+            <SortHeader column="state" sort={sort} onSort={onSort}>
+              {trans.__('State')}
+            </SortHeader>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map(row => (
+            <tr
+              key={`${row.model.id}:${row.model.order}`}
+              data-model-id={row.model.id}
+              data-state={row.state}
+            >
+              <td title={row.holders.join(', ')}>
+                {row.holders.length
+                  ? shortList(row.holders)
+                  : trans.__('nothing named')}
+              </td>
+              <td title={`${row.model.module}.${row.model.className}`}>
+                {row.model.label.startsWith(row.kind) ? null : (
+                  <span className="jp-GpuHygiene-kind">{row.kind} </span>
+                )}
+                {row.model.label}
+              </td>
+              <td
+                className="jp-GpuHygiene-nowrap"
+                title={formatPlacement(row.model.bytes)}
+              >
+                {formatBytes(row.bytes)}
+              </td>
+              <td>
+                <div className="jp-GpuHygiene-state">
+                  <span
+                    className={`jp-GpuHygiene-badge jp-GpuHygiene-badge-${row.state}`}
+                    title={
+                      row.state === 'stale'
+                        ? trans.__(
+                            'No variable of yours reaches it: only the output cache, the last traceback or a reference cycle keeps it alive.'
+                          )
+                        : trans.__('A variable of yours still names it.')
+                    }
+                  >
+                    {row.state === 'stale'
+                      ? trans.__('stale')
+                      : trans.__('named')}
+                  </span>
+                  {row.state === 'stale' ? (
+                    <button
+                      className="jp-GpuHygiene-action jp-GpuHygiene-action-free"
+                      data-action="free"
+                      title={trans.__(
+                        'Insert a cell below the active cell that drops only what keeps this model alive'
+                      )}
+                      onClick={() => props.onFree(row.model.id)}
+                    >
+                      {trans.__('Free')}
+                    </button>
+                  ) : row.deletable.length ? (
+                    <button
+                      className="jp-GpuHygiene-action jp-GpuHygiene-action-delete"
+                      data-action="delete"
+                      title={trans.__(
+                        'Ask, then insert a cell that runs del %1 and frees the model',
+                        row.deletable.join(', ')
+                      )}
+                      onClick={() => props.onDelete(row.model.id)}
+                    >
+                      {trans.__('Delete…')}
+                    </button>
+                  ) : null}
+                </div>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {props.truncated && (
+        <div className="jp-GpuHygiene-note">
+          {trans.__(
+            'The kernel has many objects: the walk stopped early, so some holders may be missing.'
+          )}
+        </div>
+      )}
+    </>
+  );
+}

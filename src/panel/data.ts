@@ -1,0 +1,175 @@
+/**
+ * What the VRAM panel shows, as pure functions of a kernel model and the
+ * settings (unit-tested without a DOM).
+ */
+import { cellRows, ICellRow } from '../analysis/cells';
+import type { SeriesRow } from '../analysis/downsample';
+import {
+  DEFAULT_HOLDER_SORT,
+  holderRows,
+  IHolderRow,
+  IHolderSort
+} from '../analysis/holders';
+import { ILeakTrend, leakTrend } from '../analysis/trend';
+import type { AgentStatus, GpuKernelModel } from '../model';
+import type { ISample } from '../protocol';
+import type { IGpuSettings } from '../tokens';
+
+/** The chart's series, in drawing order. */
+export const SERIES = ['used', 'process', 'reserved', 'allocated'] as const;
+
+/** A chart series: device used (NVML), this kernel (NVML), torch reserved and allocated. */
+export type SeriesKey = (typeof SERIES)[number];
+
+/** One chart row: bytes per series at time `t` (seconds since the epoch). */
+export type ChartRow = SeriesRow<SeriesKey>;
+
+/** A cell on the chart: a marker at its start (or end) and its span. */
+export interface ICellMarker {
+  executionCount: number;
+  /** Marker position: the cell's start, or its end when shorter than a sample interval. */
+  t: number;
+  /** End of the cell. */
+  end: number;
+}
+
+/** A CUDA device the kernel sees. */
+export interface IDeviceChoice {
+  index: number;
+  name: string;
+}
+
+/** Everything the panel renders for one kernel. */
+export interface IPanelData {
+  /** Agent connection status. */
+  status: AgentStatus;
+  /** Kernel language when not supported, failure text when failed. */
+  detail: string | null;
+  /** Whether any CUDA figure is measurable (NVML device or torch allocator). */
+  gpu: boolean;
+  /** Why there is no GPU figure (NVML error), when `gpu` is false. */
+  noGpuReason: string | null;
+  /** Devices to choose from (several GPUs: a selector). */
+  devices: IDeviceChoice[];
+  /** The device shown. */
+  device: number;
+  /** Chart rows for `device`, oldest first (not downsampled). */
+  rows: ChartRow[];
+  /** Device total (bytes) for the dashed line, or null. */
+  total: number | null;
+  /** Cell markers within the chart's time range (the latest 100). */
+  markers: ICellMarker[];
+  /** Per-cell rows, oldest first. */
+  cells: ICellRow[];
+  /** Who holds VRAM, sorted. */
+  holders: IHolderRow[];
+  /** Whether the inventory hit a walk bound (holders may be incomplete). */
+  truncated: boolean;
+  /** Leak trend of `device` (verdict `no-data` without a GPU). */
+  trend: ILeakTrend;
+}
+
+/** Chart rows of one device; a sample without that device gives nulls. */
+export function chartRows(
+  samples: ReadonlyArray<ISample>,
+  device: number
+): ChartRow[] {
+  return samples.map(sample => {
+    const d = sample.devices.find(x => x.index === device);
+    return {
+      t: sample.t,
+      used: d?.used ?? null,
+      process: d?.process ?? null,
+      reserved: d?.reserved ?? null,
+      allocated: d?.allocated ?? null
+    };
+  });
+}
+
+/**
+ * Markers of the cells that ran within `[from, to]`, the latest `max` of them.
+ */
+export function cellMarkers(
+  cells: ReadonlyArray<ICellRow>,
+  from: number,
+  to: number,
+  max = 100
+): ICellMarker[] {
+  return cells
+    .filter(c => c.end >= from && (c.start ?? c.end) <= to)
+    .slice(-max)
+    .map(c => ({
+      executionCount: c.executionCount,
+      t: c.start ?? c.end,
+      end: c.end
+    }));
+}
+
+/** Devices seen in the hello and the latest sample, by index. */
+export function deviceChoices(model: GpuKernelModel): IDeviceChoice[] {
+  const choices = new Map<number, string>();
+  for (const d of model.hello?.devices ?? []) {
+    choices.set(d.index, d.name);
+  }
+  for (const d of model.latestSample?.devices ?? []) {
+    if (!choices.has(d.index)) {
+      choices.set(d.index, `GPU ${d.index}`);
+    }
+  }
+  return [...choices.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([index, name]) => ({ index, name }));
+}
+
+/**
+ * Compute the panel's data.
+ *
+ * @param device - the device chosen in the selector, or null for the one the
+ *   gauge shows (where this kernel uses the most memory).
+ */
+export function panelData(
+  model: GpuKernelModel,
+  settings: Pick<IGpuSettings, 'leakMinPoints' | 'leakMinR2'>,
+  device: number | null,
+  sort: IHolderSort = DEFAULT_HOLDER_SORT
+): IPanelData {
+  const devices = deviceChoices(model);
+  const chosen =
+    device !== null && devices.some(d => d.index === device)
+      ? device
+      : (model.primaryDevice()?.index ?? devices[0]?.index ?? 0);
+  const samples = model.samples;
+  const rows = chartRows(samples, chosen);
+  const gpu = rows.some(
+    r => r.used !== null || r.allocated !== null || r.reserved !== null
+  );
+  const latest = model.latestSample?.devices.find(d => d.index === chosen);
+  const total =
+    latest?.total ??
+    model.hello?.devices.find(d => d.index === chosen)?.total ??
+    null;
+  const cells = cellRows(samples, model.cells, chosen);
+  const from = samples.length ? samples[0].t : 0;
+  const to = samples.length ? samples[samples.length - 1].t : 0;
+  const hello = model.hello;
+  return {
+    status: model.status,
+    detail:
+      model.status === 'unsupported'
+        ? model.language
+        : model.status === 'failed'
+          ? model.failure
+          : null,
+    gpu,
+    noGpuReason: gpu ? null : hello && !hello.nvml ? hello.nvmlError : null,
+    devices,
+    device: chosen,
+    rows,
+    total: gpu ? total : null,
+    markers: samples.length ? cellMarkers(cells, from, to) : [],
+    cells,
+    holders: holderRows(model.inventory, sort),
+    truncated: model.inventory?.truncated ?? false,
+    trend: leakTrend(cells, samples, chosen, settings)
+  };
+}

@@ -1,0 +1,263 @@
+/**
+ * The VRAM panel's content (lazy chunk): follows the monitor's current
+ * kernel model with `UseSignal` and renders the pure components.
+ */
+import type { TranslationBundle } from '@jupyterlab/translation';
+import { HTMLSelect, UseSignal } from '@jupyterlab/ui-components';
+import type { CommandRegistry } from '@lumino/commands';
+import React, { useState } from 'react';
+import { DEFAULT_HOLDER_SORT, IHolderSort } from '../analysis/holders';
+import type { GpuKernelModel } from '../model';
+import { CommandIDs, IGpuMonitor, IGpuSettings } from '../tokens';
+import { VramChart } from './chart';
+import {
+  CellTable,
+  EmptyState,
+  HoldersTable,
+  TrendSummary
+} from './components';
+import { IPanelData, panelData } from './data';
+
+/** Props of the panel view. */
+export interface IPanelViewProps {
+  monitor: IGpuMonitor;
+  commands: CommandRegistry;
+  trans: TranslationBundle;
+}
+
+/** Props of {@link PanelContent}. */
+export interface IPanelContentProps {
+  data: IPanelData;
+  /** Notebook the kernel belongs to, for the heading. */
+  notebook: string | null;
+  settings: Pick<IGpuSettings, 'leakMinPoints'>;
+  scale: 'device' | 'data';
+  sort: IHolderSort;
+  onDevice: (index: number) => void;
+  onScale: (scale: 'device' | 'data') => void;
+  onSort: (sort: IHolderSort) => void;
+  onFree: (modelId: string) => void;
+  onDelete: (modelId: string) => void;
+  trans: TranslationBundle;
+  /** Fixed chart size (tests). */
+  chartSize?: { width: number; height: number };
+}
+
+/** What the agent's status means for the panel, when it is not `ready`. */
+function statusMessage(
+  data: IPanelData,
+  trans: TranslationBundle
+): string | null {
+  switch (data.status) {
+    case 'unsupported':
+      return trans.__(
+        'This notebook’s kernel (%1) is not supported: GPU hygiene watches Python kernels only. Switch the kernel to Python to see its VRAM.',
+        data.detail ?? trans.__('unknown language')
+      );
+    case 'failed':
+      return trans.__(
+        'The GPU hygiene agent could not start in this kernel: %1. Restart the kernel to try again.',
+        data.detail ?? ''
+      );
+    case 'dead':
+      return trans.__('The kernel died. Restart it to measure again.');
+    case 'restarting':
+      return trans.__(
+        'The kernel is restarting; the figures start again when it is ready.'
+      );
+    case 'starting':
+      return trans.__('Waiting for the kernel’s GPU hygiene agent…');
+    default:
+      return null;
+  }
+}
+
+/**
+ * The panel for one kernel. Pure: renders its props.
+ */
+export function PanelContent(props: IPanelContentProps): JSX.Element {
+  const { data, trans } = props;
+  const status = statusMessage(data, trans);
+  // No sample yet: the kernel is starting, restarting, or just answered.
+  const waiting = data.rows.length === 0;
+  if (
+    status &&
+    (waiting || (data.status !== 'starting' && data.status !== 'restarting'))
+  ) {
+    return <EmptyState kind={data.status}>{status}</EmptyState>;
+  }
+  const deviceName = data.devices.find(d => d.index === data.device)?.name;
+  return (
+    <div className="jp-GpuHygiene-panelContent" data-status={data.status}>
+      <div className="jp-GpuHygiene-panelHeader">
+        <span
+          className="jp-GpuHygiene-panelKernel"
+          title={props.notebook ?? ''}
+        >
+          {props.notebook ?? trans.__('Current kernel')}
+        </span>
+        {data.devices.length > 1 ? (
+          <HTMLSelect
+            className="jp-GpuHygiene-deviceSelect"
+            aria-label={trans.__('GPU')}
+            value={data.device}
+            onChange={event => props.onDevice(Number(event.target.value))}
+            options={data.devices.map(d => ({
+              value: d.index,
+              label: trans.__('cuda:%1 %2', d.index, d.name)
+            }))}
+          />
+        ) : data.gpu && deviceName ? (
+          <span className="jp-GpuHygiene-deviceName">
+            {trans.__('cuda:%1 %2', data.device, deviceName)}
+          </span>
+        ) : null}
+      </div>
+      {status && <EmptyState kind={data.status}>{status}</EmptyState>}
+      <h3 className="jp-GpuHygiene-heading">{trans.__('VRAM over time')}</h3>
+      {waiting ? (
+        <EmptyState kind="waiting">
+          {trans.__('Waiting for the first sample from the kernel…')}
+        </EmptyState>
+      ) : !data.gpu ? (
+        <EmptyState kind="no-gpu">
+          <strong>{trans.__('No GPU in this kernel.')}</strong>{' '}
+          {trans.__(
+            'The chart, per-cell allocation and leak trend need a CUDA device visible to the kernel, and nvidia-ml-py in its environment for device-wide figures (pip install nvidia-ml-py). Live models and what holds them are listed below.'
+          )}
+          <div className="jp-GpuHygiene-note">
+            {data.noGpuReason
+              ? trans.__('NVML: %1', data.noGpuReason)
+              : trans.__('NVML sees no CUDA device for this kernel.')}
+          </div>
+        </EmptyState>
+      ) : (
+        <>
+          <div className="jp-GpuHygiene-chartTools">
+            <label>
+              <input
+                type="checkbox"
+                checked={props.scale === 'data'}
+                onChange={event =>
+                  props.onScale(event.target.checked ? 'data' : 'device')
+                }
+              />{' '}
+              {trans.__('Zoom to the figures')}
+            </label>
+          </div>
+          <VramChart
+            rows={data.rows}
+            total={data.total}
+            markers={data.markers}
+            scale={props.scale}
+            trans={trans}
+            size={props.chartSize}
+          />
+        </>
+      )}
+      <TrendSummary
+        trend={data.trend}
+        gpu={data.gpu || waiting}
+        cells={data.cells.length}
+        minPoints={props.settings.leakMinPoints}
+        trans={trans}
+      />
+      <h3 className="jp-GpuHygiene-heading">{trans.__('Who holds VRAM')}</h3>
+      <HoldersTable
+        rows={data.holders}
+        sort={props.sort}
+        onSort={props.onSort}
+        onFree={props.onFree}
+        onDelete={props.onDelete}
+        truncated={data.truncated}
+        trans={trans}
+      />
+      <h3 className="jp-GpuHygiene-heading">{trans.__('Cells')}</h3>
+      <CellTable cells={data.cells} gpu={data.gpu} trans={trans} />
+    </div>
+  );
+}
+
+/** The panel for one kernel model: keeps the view state, re-renders on change. */
+function KernelView(props: {
+  model: GpuKernelModel;
+  monitor: IGpuMonitor;
+  commands: CommandRegistry;
+  trans: TranslationBundle;
+}): JSX.Element {
+  const { model, monitor, commands, trans } = props;
+  const [device, setDevice] = useState<number | null>(null);
+  const [scale, setScale] = useState<'device' | 'data'>('device');
+  const [sort, setSort] = useState<IHolderSort>(DEFAULT_HOLDER_SORT);
+  const kernelId = model.kernelId;
+  return (
+    <UseSignal signal={monitor.settingsChanged} initialArgs={monitor.settings}>
+      {(_, settings) => (
+        <UseSignal signal={model.changed}>
+          {() => (
+            <PanelContent
+              data={panelData(
+                model,
+                settings ?? monitor.settings,
+                device,
+                sort
+              )}
+              notebook={monitor.panelFor(model)?.title.label ?? null}
+              settings={settings ?? monitor.settings}
+              scale={scale}
+              sort={sort}
+              onDevice={setDevice}
+              onScale={setScale}
+              onSort={setSort}
+              onFree={modelId =>
+                void commands.execute(CommandIDs.freeModel, {
+                  kernelId,
+                  modelId
+                })
+              }
+              onDelete={modelId =>
+                void commands.execute(CommandIDs.deleteModel, {
+                  kernelId,
+                  modelId
+                })
+              }
+              trans={trans}
+            />
+          )}
+        </UseSignal>
+      )}
+    </UseSignal>
+  );
+}
+
+/**
+ * The panel view: the current notebook's kernel, followed through
+ * `IGpuMonitor.currentChanged`.
+ */
+export default function PanelView(props: IPanelViewProps): JSX.Element {
+  const { monitor, commands, trans } = props;
+  return (
+    <UseSignal
+      signal={monitor.currentChanged}
+      initialArgs={monitor.currentModel}
+    >
+      {(_, model) =>
+        model ? (
+          <KernelView
+            key={model.kernelId}
+            model={model}
+            monitor={monitor}
+            commands={commands}
+            trans={trans}
+          />
+        ) : (
+          <EmptyState kind="no-kernel">
+            {trans.__(
+              'Open a notebook with a Python kernel: this panel shows its VRAM over time, what each cell allocated, who holds VRAM and whether allocated memory keeps climbing.'
+            )}
+          </EmptyState>
+        )
+      }
+    </UseSignal>
+  );
+}

@@ -1,0 +1,153 @@
+import { Notification, showDialog } from '@jupyterlab/apputils';
+import { nullTranslator } from '@jupyterlab/translation';
+import { CommandRegistry } from '@lumino/commands';
+import { Signal } from '@lumino/signaling';
+import { addCommands } from '../../src/commands';
+import { GpuKernelModel } from '../../src/model';
+import { CLEAN_MARKER } from '../../src/protocol';
+import {
+  CommandIDs,
+  DEFAULT_SETTINGS,
+  IGpuMonitor,
+  IGpuSettings
+} from '../../src/tokens';
+import { c01Inventory } from './fixtures';
+
+jest.mock('@jupyterlab/apputils', () => ({
+  ...jest.requireActual('@jupyterlab/apputils'),
+  showDialog: jest.fn()
+}));
+
+const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
+
+/** Just enough of a NotebookPanel for insertCleanCell (insert only, no run). */
+function fakePanel() {
+  const inserted: Array<{ at: number; source: string; tags: string[] }> = [];
+  const panel = {
+    content: {
+      activeCellIndex: 2,
+      mode: 'edit',
+      model: {
+        cells: { length: 4 },
+        sharedModel: {
+          insertCell: (at: number, cell: any) =>
+            inserted.push({ at, source: cell.source, tags: cell.metadata.tags })
+        }
+      }
+    },
+    sessionContext: {}
+  };
+  return { panel, inserted };
+}
+
+function setup() {
+  const model = new GpuKernelModel({ kernelId: 'k1' });
+  model.apply(c01Inventory());
+  const { panel, inserted } = fakePanel();
+  const monitor: IGpuMonitor = {
+    currentModel: model,
+    currentChanged: new Signal<IGpuMonitor, GpuKernelModel | null>(
+      {} as IGpuMonitor
+    ),
+    modelAdded: new Signal<IGpuMonitor, GpuKernelModel>({} as IGpuMonitor),
+    models: [model],
+    settings: { ...DEFAULT_SETTINGS, cleanAction: 'insert' },
+    settingsChanged: new Signal<IGpuMonitor, IGpuSettings>({} as IGpuMonitor),
+    setSetting: async () => undefined,
+    panelFor: () => panel as any,
+    currentSessionContext: null
+  };
+  const commands = new CommandRegistry();
+  addCommands({
+    commands,
+    monitor,
+    sessionDialogs: null,
+    translator: nullTranslator,
+    trans
+  });
+  return { commands, inserted, model };
+}
+
+describe('free and delete… commands (VRAM panel rows)', () => {
+  afterEach(() => {
+    (showDialog as jest.Mock).mockReset();
+    Notification.dismiss();
+  });
+
+  it('free inserts a clean cell for that stale model only', async () => {
+    const { commands, inserted } = setup();
+    const args = { kernelId: 'k1', modelId: '0x7f0000000001' };
+    expect(commands.isEnabled(CommandIDs.freeModel, args)).toBe(true);
+    expect(
+      commands.isEnabled(CommandIDs.freeModel, {
+        modelId: '0x7f0000000002'
+      })
+    ).toBe(false); // named: not stale
+    await commands.execute(CommandIDs.freeModel, args);
+    expect(inserted).toHaveLength(1);
+    const { at, source, tags } = inserted[0];
+    expect(at).toBe(3); // below the active cell
+    expect(tags).toEqual(['gpu-hygiene-clean']);
+    expect(source.split('\n')[0]).toBe(CLEAN_MARKER);
+    expect(source).toContain('def _gpu_hygiene_clear_gpu(out_keys=(2,)):');
+    expect(source).not.toContain('del model');
+    expect(showDialog).not.toHaveBeenCalled();
+  });
+
+  it('delete… asks first, then inserts del name and the clean tail', async () => {
+    const { commands, inserted } = setup();
+    (showDialog as jest.Mock).mockResolvedValue({
+      button: { accept: true },
+      value: null
+    });
+    const args = { kernelId: 'k1', modelId: '0x7f0000000002' };
+    expect(commands.isEnabled(CommandIDs.deleteModel, args)).toBe(true);
+    expect(await commands.execute(CommandIDs.deleteModel, args)).toBe(true);
+    expect(showDialog).toHaveBeenCalledTimes(1);
+    const dialog = (showDialog as jest.Mock).mock.calls[0][0];
+    expect(dialog.title).toBe('Delete the variable model?');
+    expect(dialog.body).toContain('del model');
+    const source = inserted[0].source;
+    expect(source.split('\n')).toContain('del model');
+    expect(source).toContain('def _gpu_hygiene_clear_gpu(out_keys=(3,)):');
+    expect(source).toContain('gc.collect()');
+    expect(source).toContain('torch.cuda.empty_cache()');
+  });
+
+  it('delete… inserts nothing when the user cancels', async () => {
+    const { commands, inserted } = setup();
+    (showDialog as jest.Mock).mockResolvedValue({
+      button: { accept: false },
+      value: null
+    });
+    expect(
+      await commands.execute(CommandIDs.deleteModel, {
+        modelId: '0x7f0000000002'
+      })
+    ).toBe(false);
+    expect(inserted).toEqual([]);
+  });
+
+  it('delete… is never offered for a name that is not an identifier', async () => {
+    const { commands, inserted, model } = setup();
+    const inventory = c01Inventory();
+    inventory.models[1].holders = [{ kind: 'variable', name: 'x; import os' }];
+    model.apply(inventory);
+    const args = { modelId: '0x7f0000000002' };
+    expect(commands.isEnabled(CommandIDs.deleteModel, args)).toBe(false);
+    expect(await commands.execute(CommandIDs.deleteModel, args)).toBe(false);
+    expect(showDialog).not.toHaveBeenCalled();
+    expect(inserted).toEqual([]);
+  });
+
+  it('says so when the model is gone', async () => {
+    const { commands, inserted } = setup();
+    await commands.execute(CommandIDs.freeModel, { modelId: 'nope' });
+    expect(inserted).toEqual([]);
+    expect(
+      Notification.manager.notifications.some(n =>
+        n.message.includes('no longer alive')
+      )
+    ).toBe(true);
+  });
+});

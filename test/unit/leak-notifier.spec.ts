@@ -1,0 +1,186 @@
+import { Notification } from '@jupyterlab/apputils';
+import { nullTranslator } from '@jupyterlab/translation';
+import { CommandRegistry } from '@lumino/commands';
+import { Signal } from '@lumino/signaling';
+import { GpuKernelModel } from '../../src/model';
+import { describeLeak, findLeak, GpuNotifier } from '../../src/notifications';
+import type { ISample } from '../../src/protocol';
+import { DEFAULT_SETTINGS, IGpuMonitor, IGpuSettings } from '../../src/tokens';
+import { c01Inventory } from './fixtures';
+
+const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
+const MiB = 2 ** 20;
+const GiB = 2 ** 30;
+
+class OneModelMonitor implements IGpuMonitor {
+  constructor(readonly model: GpuKernelModel) {}
+  readonly currentChanged: Signal<IGpuMonitor, GpuKernelModel | null> =
+    new Signal(this);
+  readonly modelAdded: Signal<IGpuMonitor, GpuKernelModel> = new Signal(this);
+  readonly settingsChanged: Signal<IGpuMonitor, IGpuSettings> = new Signal(
+    this
+  );
+  settings: IGpuSettings = { ...DEFAULT_SETTINGS, warnOnStackedModels: false };
+  currentSessionContext = null;
+  get currentModel() {
+    return this.model;
+  }
+  get models() {
+    return [this.model];
+  }
+  async setSetting<K extends keyof IGpuSettings>(
+    key: K,
+    value: IGpuSettings[K]
+  ) {
+    this.settings = { ...this.settings, [key]: value };
+    this.settingsChanged.emit(this.settings);
+  }
+  panelFor() {
+    return null;
+  }
+}
+
+/** Feeds a model the way the agent does: busy samples, the inventory, an idle sample. */
+class Kernel {
+  constructor(readonly model: GpuKernelModel) {}
+  t = 1_000;
+  seq = 0;
+  count = 0;
+  sample(allocated: number, busy: boolean): void {
+    const s: ISample = {
+      protocol: 1,
+      type: 'sample',
+      t: this.t,
+      seq: ++this.seq,
+      busy,
+      devices: [
+        {
+          index: 0,
+          used: allocated + GiB,
+          total: 80 * GiB,
+          process: allocated + GiB,
+          allocated,
+          reserved: allocated + 256 * MiB
+        }
+      ]
+    };
+    this.model.apply(s);
+    this.t += 0.5;
+  }
+  /** One cell: `allocated` bytes after it. */
+  cell(allocated: number): void {
+    this.sample(allocated, true);
+    this.model.apply({
+      ...c01Inventory(),
+      models: [],
+      t: this.t,
+      durationMs: 1,
+      executionCount: ++this.count
+    });
+    this.t += 0.1;
+    this.sample(allocated, false);
+    this.t += 5;
+  }
+}
+
+const warnings = () =>
+  Notification.manager.notifications.filter(n => n.type === 'warning');
+
+describe('leak-trend toast', () => {
+  afterEach(() => Notification.dismiss());
+
+  it('raises one toast per kernel, updates it, and dismisses it when the climb stops', () => {
+    const model = new GpuKernelModel({ kernelId: 'k1' });
+    const monitor = new OneModelMonitor(model);
+    const notifier = new GpuNotifier({
+      monitor,
+      commands: new CommandRegistry(),
+      trans
+    });
+    const kernel = new Kernel(model);
+    kernel.model.apply({
+      ...c01Inventory(),
+      models: [],
+      executionCount: null,
+      t: 999
+    });
+    for (let i = 0; i < 4; i++) {
+      kernel.cell(GiB + i * 64 * MiB);
+    }
+    expect(warnings()).toHaveLength(0); // 4 cells < leakMinPoints
+    kernel.cell(GiB + 4 * 64 * MiB);
+    expect(warnings()).toHaveLength(1);
+    expect(warnings()[0].message).toBe(
+      'PyTorch allocated climbs ~64.0 MiB per cell over 5 cells. Tensors kept alive? e.g. losses.append(loss), not loss.item()'
+    );
+    expect(warnings()[0].options.actions?.map(a => a.label)).toEqual([
+      'Open VRAM panel',
+      "Don't warn again"
+    ]);
+    kernel.cell(GiB + 5 * 64 * MiB);
+    expect(warnings()).toHaveLength(1); // updated, not stacked
+    expect(warnings()[0].message).toContain('over 6 cells');
+    kernel.cell(GiB); // a clean cell: back to the start
+    expect(warnings()).toHaveLength(0);
+    notifier.dispose();
+  });
+
+  it('does not warn for a single model load', () => {
+    const model = new GpuKernelModel({ kernelId: 'k2' });
+    const notifier = new GpuNotifier({
+      monitor: new OneModelMonitor(model),
+      commands: new CommandRegistry(),
+      trans
+    });
+    const kernel = new Kernel(model);
+    for (let i = 0; i < 10; i++) {
+      kernel.cell(i < 4 ? GiB : 5 * GiB);
+    }
+    expect(findLeak(model, DEFAULT_SETTINGS)).toBeNull();
+    expect(warnings()).toHaveLength(0);
+    notifier.dispose();
+  });
+
+  it("'Don't warn again' turns the setting off and dismisses the toast", () => {
+    const model = new GpuKernelModel({ kernelId: 'k3' });
+    const monitor = new OneModelMonitor(model);
+    const notifier = new GpuNotifier({
+      monitor,
+      commands: new CommandRegistry(),
+      trans
+    });
+    const kernel = new Kernel(model);
+    for (let i = 0; i < 6; i++) {
+      kernel.cell(GiB + i * 64 * MiB);
+    }
+    warnings()[0]
+      .options.actions?.find(a => a.label === "Don't warn again")
+      ?.callback(new MouseEvent('click'));
+    expect(monitor.settings.warnOnLeak).toBe(false);
+    expect(warnings()).toHaveLength(0);
+    kernel.cell(GiB + 6 * 64 * MiB);
+    expect(warnings()).toHaveLength(0);
+    notifier.dispose();
+  });
+
+  it('names the device when there are several and stays within 140 characters', () => {
+    const text = describeLeak(
+      {
+        verdict: 'rising',
+        basis: 'samples',
+        device: 3,
+        rate: 1234 * MiB,
+        slope: 0,
+        r2: 0.97,
+        points: 600,
+        executionCount: 12345
+      },
+      trans,
+      8
+    );
+    expect(text).toBe(
+      'PyTorch allocated climbs ~1.2 GiB per minute in cell [12345] on cuda:3. Tensors kept alive? e.g. losses.append(loss), not loss.item()'
+    );
+    expect(text.length).toBeLessThanOrEqual(140);
+  });
+});
