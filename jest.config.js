@@ -24,6 +24,7 @@ module.exports = {
   ...baseConfig,
   reporters: ['default'],
   automock: false,
+  setupFiles: [...baseConfig.setupFiles, '<rootDir>/test/unit/setup.js'],
   roots: ['<rootDir>/src', '<rootDir>/test/unit'],
   modulePathIgnorePatterns: [
     '<rootDir>/.venv/',
