@@ -51,9 +51,15 @@ PHASE_VISITS = 20000
 PHASE_EXAMINED = 1000000
 MAX_PENDING_ERRORS = 32
 MAX_TB_DEPTH = 1000  # traceback entries followed per traceback (RecursionError...)
+# Message bounds, below what the browser accepts (src/protocol.ts): frames and models per
+# inventory, characters per string. What is cut is said with ``truncated``.
+MAX_FRAMES = 500
+MAX_MODELS = 2000
+MAX_TEXT = 500
 MAX_HOLDERS = 100  # holder names reported per model
 
 HIDDEN_HOLDER = "unreachable from the namespace"
+UNKNOWN_HOLDER = "not found: the walk bound was hit"
 
 # Output-cache names: _, __, ___ and _<n>.
 _OUTPUT_NAME = re.compile(r"_{1,3}$|_\d+$")
@@ -99,6 +105,32 @@ def _describe(exc):
         text = "<unprintable>"
     first = text.splitlines()[0] if text else ""
     return (type(exc).__name__ + (": " + first if first else ""))[:500]
+
+
+def _short(value, limit=MAX_TEXT):
+    """``value`` as a str of at most ``limit`` characters (the browser rejects longer ones)."""
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def _output_cache(shell):
+    """IPython's output cache dict (``Out``), also after the user deleted the name ``Out``."""
+    cache = getattr(getattr(shell, "history_manager", None), "output_hist", None)
+    return cache if type(cache) is dict else shell.user_ns.get("Out", {})
+
+
+def _is_output_name(shell, name, value):
+    """Whether ``name`` is an output-cache name holding ``value``: ``_``, ``__``, ``___``, or
+    ``_<n>`` while it is still ``Out[n]`` (a user's own ``_7 = ...`` is a variable)."""
+    if not _OUTPUT_NAME.match(name):
+        return False
+    if name in ("_", "__", "___"):
+        return True
+    cache = _output_cache(shell)
+    try:
+        return cache.get(int(name[1:]), _MISSING) is value
+    except Exception:
+        return False
 
 
 def _vars(obj):
@@ -1115,13 +1147,21 @@ class Agent:
             found.clear()
             for module, order in tops:
                 try:
-                    entry = self._model_entry(module, order, owner_holders.get(id(module), {}))
+                    entry = self._model_entry(
+                        module, order, owner_holders.get(id(module), {}), truncated
+                    )
                 except Exception as exc:
                     self.error("inventory", exc)
                     continue
                 if entry is not None:
                     models.append(entry)
             del tops, parent
+            if len(models) > MAX_MODELS:
+                # keep the largest; the rest is said to be cut
+                models.sort(key=lambda m: sum(m["bytes"].values()), reverse=True)
+                del models[MAX_MODELS:]
+                models.sort(key=lambda m: m["order"])
+                truncated = True
         return {
             "protocol": PROTOCOL,
             "type": "inventory",
@@ -1136,7 +1176,7 @@ class Agent:
             "lastError": last_error,
         }
 
-    def _model_entry(self, module, order, holder_pairs):
+    def _model_entry(self, module, order, holder_pairs, truncated=False):
         cls = type(module)
         class_name = getattr(cls, "__name__", "Module")
         cls_module = getattr(cls, "__module__", "") or ""
@@ -1148,20 +1188,24 @@ class Agent:
         family = model_family(cls_module)
         kinds_order = {"variable": 0, "output": 1, "traceback": 2}
         pairs = sorted(holder_pairs, key=lambda p: kinds_order.get(p[0], 3))
-        holders = [{"kind": kind, "name": name} for kind, name in pairs[:MAX_HOLDERS]]
+        holders = [{"kind": kind, "name": _short(name)} for kind, name in pairs[:MAX_HOLDERS]]
+        unknown = False
         if not holders:
-            holders = [{"kind": "hidden", "name": HIDDEN_HOLDER}]
+            # Nothing reached it. After a cut walk that proves nothing: a name may still hold it,
+            # so it is not called stale (nothing offers to free it).
+            unknown = truncated
+            holders = [{"kind": "hidden", "name": UNKNOWN_HOLDER if unknown else HIDDEN_HOLDER}]
         return {
             "id": hex(id(module)),
             "order": order,
-            "className": class_name,
-            "module": cls_module,
+            "className": _short(class_name),
+            "module": _short(cls_module),
             "family": family,
-            "label": model_label(module, class_name, family),
+            "label": _short(model_label(module, class_name, family)),
             "parameters": parameters,
             "bytes": _bytes_by_device(storages),
             "holders": holders,
-            "stale": not any(h["kind"] == "variable" for h in holders),
+            "stale": not unknown and not any(h["kind"] == "variable" for h in holders),
         }
 
     def _inventory_error(self, exc):
@@ -1215,7 +1259,7 @@ class Agent:
         for name, value in list(ns.items()):
             if not isinstance(name, str):
                 continue
-            if _OUTPUT_NAME.match(name) or _SYSTEM_NAME.match(name):
+            if _SYSTEM_NAME.match(name) or _is_output_name(shell, name, value):
                 continue
             if hidden.get(name, _MISSING) is value:
                 continue
@@ -1233,7 +1277,7 @@ class Agent:
         hidden = shell.user_ns_hidden
         for space in (ns, hidden):
             for name, value in list(space.items()):
-                output = isinstance(name, str) and _OUTPUT_NAME.match(name)
+                output = isinstance(name, str) and _is_output_name(shell, name, value)
                 if output and type(value) not in _LEAF_TYPES:
                     out.append((name, value))
         displayhook = getattr(shell, "displayhook", None)
@@ -1303,7 +1347,11 @@ class Agent:
         seen_tbs = set()
         for tb in tbs:
             depth = 0
-            while isinstance(tb, types.TracebackType) and depth < MAX_TB_DEPTH:
+            while (
+                isinstance(tb, types.TracebackType)
+                and depth < MAX_TB_DEPTH
+                and len(frames) < MAX_FRAMES
+            ):
                 if id(tb) in seen_tbs:
                     break
                 seen_tbs.add(id(tb))
@@ -1331,7 +1379,11 @@ class Agent:
             walker.walk(frame, reach("traceback", f"last traceback ({name})"), on_tensor)
             total.update(storages)
             frame_entries.append(
-                {"name": name, "bytes": _bytes_by_device(storages), "tensors": len(storages)}
+                {
+                    "name": _short(name),
+                    "bytes": _bytes_by_device(storages),
+                    "tensors": len(storages),
+                }
             )
         innermost = frames[-1].f_code.co_name if frames else "exception"
         exc_storages = {}
@@ -1354,8 +1406,8 @@ class Agent:
             message = ""
         del frames, excs, tbs
         return {
-            "type": kind,
-            "message": message,
+            "type": _short(kind),
+            "message": _short(message),
             "frames": frame_entries,
             "bytes": _bytes_by_device(total),
         }
