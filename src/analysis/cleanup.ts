@@ -153,6 +153,11 @@ function describeStale(model: IModelInfo): string {
   );
 }
 
+/** A Python tuple literal of already-safe items: `()`, `(a,)`, `(a, b)`. */
+function pyTuple(items: string[]): string {
+  return items.length === 1 ? `(${items[0]},)` : `(${items.join(', ')})`;
+}
+
 /**
  * Generate the clear_gpu cell.
  *
@@ -161,8 +166,7 @@ function describeStale(model: IModelInfo): string {
  *   agent uses to report `cleaned`.
  */
 export function generateCleanCell(plan: ICleanPlan): string {
-  const keys = plan.outKeys.map(k => String(k));
-  const outKeys = keys.length === 1 ? `(${keys[0]},)` : `(${keys.join(', ')})`;
+  const outKeys = pyTuple(plan.outKeys.map(k => String(k)));
   const kept = plan.keptNames.length ? plan.keptNames.join(', ') : 'none';
   const staleLines = plan.staleModels.length
     ? plan.staleModels.map(m => `    # Output cache: ${describeStale(m)}`)
@@ -173,8 +177,7 @@ export function generateCleanCell(plan: ICleanPlan): string {
   if (deleteNames.length) {
     header = [
       `# It deletes what you chose (${deleteNames.join(', ')}), then the output-cache entries that still hold`,
-      `# the same model; other variables are kept: ${commentSafe(kept, 200)}.`,
-      `del ${deleteNames.join(', ')}`
+      `# the same model; other variables are kept: ${commentSafe(kept, 200)}.`
     ];
   } else if (plan.modelId !== null) {
     header = [
@@ -205,21 +208,29 @@ export function generateCleanCell(plan: ICleanPlan): string {
     CLEAN_MARKER,
     '# Inserted by jupyterlab-gpu-hygiene. Self-contained: safe to re-run, also without the extension.',
     ...header,
-    `def _gpu_hygiene_clear_gpu(out_keys=${outKeys}):`,
+    deleteNames.length
+      ? `def _gpu_hygiene_clear_gpu(out_keys=${outKeys}, names=${pyTuple(deleteNames.map(n => `"${n}"`))}):`
+      : `def _gpu_hygiene_clear_gpu(out_keys=${outKeys}):`,
     '    import gc, sys',
     '    ip = get_ipython()',
-    '    ns, hidden, out = ip.user_ns, ip.user_ns_hidden, ip.user_ns.get("Out", {})',
+    '    ns, hidden, out = ip.user_ns, ip.user_ns_hidden, ip.history_manager.output_hist',
+    ...(deleteNames.length
+      ? [
+          '    for name in names:  # the variables you chose; already gone is fine',
+          '        ns.pop(name, None)'
+        ]
+      : []),
     ...staleLines,
-    '    stale = [out.pop(k) for k in out_keys if k in out]',
-    '    for k in out_keys:',
-    '        ns.pop(f"_{k}", None)',
-    '        hidden.pop(f"_{k}", None)',
+    '    stale = {k: out.pop(k) for k in out_keys if k in out}',
+    '    for space in (ns, hidden):  # _<k> only while it is that same output',
+    '        for name in [f"_{k}" for k, obj in stale.items() if space.get(f"_{k}") is obj]:',
+    '            del space[name]',
     '    for slot in ("_", "__", "___"):',
-    '        if any(ns.get(slot) is obj for obj in stale):',
+    '        if any(ns.get(slot) is obj for obj in stale.values()):',
     '            ns[slot] = hidden[slot] = ""',
     '            setattr(ip.displayhook, slot, "")',
     "    last = ip.last_execution_result  # the previous cell's result while this one runs",
-    '    if last is not None and any(last.result is obj for obj in stale):',
+    '    if last is not None and any(last.result is obj for obj in stale.values()):',
     '        last.result = None',
     '    del stale, last',
     ...traceback,

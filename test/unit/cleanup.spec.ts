@@ -174,10 +174,12 @@ describe('planClean with deleteNames (VRAM panel "delete…")', () => {
     const code = generateCleanCell(plan);
     const lines = code.split('\n');
     expect(lines[0]).toBe(CLEAN_MARKER);
-    expect(lines).toContain('del model');
-    expect(lines.indexOf('del model')).toBeLessThan(
-      lines.indexOf('def _gpu_hygiene_clear_gpu(out_keys=(3,)):')
+    expect(lines).toContain(
+      'def _gpu_hygiene_clear_gpu(out_keys=(3,), names=("model",)):'
     );
+    // A name that is already gone is fine: re-running the cell raises nothing.
+    expect(lines).toContain('        ns.pop(name, None)');
+    expect(lines.some(l => l.startsWith('del model'))).toBe(false);
     expect(code).toContain('gc.collect()');
     expectFixture('clean_cell_c01_delete_model.py', code);
   });
@@ -199,9 +201,8 @@ describe('planClean with deleteNames (VRAM panel "delete…")', () => {
       .split('\n')
       .filter(l => !l.trimStart().startsWith('#'));
     expect(codeLines.some(l => l.includes('import os'))).toBe(false);
-    expect(code.split('\n').filter(l => l.startsWith('del '))).toEqual([
-      'del model',
-      'del _gpu_hygiene_clear_gpu'
+    expect(code.split('\n').filter(l => l.includes('names='))).toEqual([
+      'def _gpu_hygiene_clear_gpu(out_keys=(3,), names=("model",)):'
     ]);
   });
 

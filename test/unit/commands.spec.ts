@@ -108,8 +108,9 @@ describe('free and delete… commands (VRAM panel rows)', () => {
     expect(dialog.title).toBe('Delete the variable model?');
     expect(dialog.body).toContain('del model');
     const source = inserted[0].source;
-    expect(source.split('\n')).toContain('del model');
-    expect(source).toContain('def _gpu_hygiene_clear_gpu(out_keys=(3,)):');
+    expect(source).toContain(
+      'def _gpu_hygiene_clear_gpu(out_keys=(3,), names=("model",)):'
+    );
     expect(source).toContain('gc.collect()');
     expect(source).toContain('torch.cuda.empty_cache()');
   });
