@@ -236,6 +236,7 @@ export class GpuNotifier implements IDisposable {
     }
     this._dismissLeak(model.kernelId);
     this._leakChecked.delete(model);
+    this._cleanedToasts.delete(model.kernelId);
   }
 
   /**
@@ -266,6 +267,10 @@ export class GpuNotifier implements IDisposable {
 
   private _onSettings(): void {
     for (const model of this._watched) {
+      // Turning the stacked-model warning off (or on) applies to the toasts now.
+      if (model.inventory) {
+        this._onInventory(model, model.inventory);
+      }
       this._checkLeak(model);
     }
   }
@@ -412,10 +417,21 @@ export class GpuNotifier implements IDisposable {
     this._toasts.set(kernelId, { id, signature });
   }
 
-  private _onCleaned(_: GpuKernelModel, cleaned: ICleaned): void {
-    Notification.success(describeCleaned(cleaned, this._trans), {
-      autoClose: 8000
-    });
+  private _onCleaned(model: GpuKernelModel, cleaned: ICleaned): void {
+    // One toast per kernel: a second clean updates it rather than stacking.
+    const message = describeCleaned(cleaned, this._trans);
+    const options = { autoClose: 8000 };
+    const id = this._cleanedToasts.get(model.kernelId);
+    if (
+      id &&
+      Notification.update({ id, message, type: 'success', ...options })
+    ) {
+      return;
+    }
+    this._cleanedToasts.set(
+      model.kernelId,
+      Notification.success(message, options)
+    );
   }
 
   private _monitor: IGpuMonitor;
@@ -423,6 +439,7 @@ export class GpuNotifier implements IDisposable {
   private _trans: TranslationBundle;
   private _watched = new Set<GpuKernelModel>();
   private _toasts = new Map<string, { id: string; signature: string }>();
+  private _cleanedToasts = new Map<string, string>();
   private _leakToasts = new Map<
     string,
     { id: string; message: string; closed: boolean }

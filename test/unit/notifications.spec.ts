@@ -164,6 +164,57 @@ describe('GpuNotifier', () => {
     notifier.dispose();
   });
 
+  it('follows the setting at once: off dismisses the toast, on raises it again', () => {
+    const model = new GpuKernelModel({ kernelId: 'k4' });
+    const monitor = new OneModelMonitor(model);
+    const notifier = new GpuNotifier({
+      monitor,
+      commands: new CommandRegistry(),
+      trans
+    });
+    model.apply(c01Inventory());
+    expect(warnings()).toHaveLength(1);
+    monitor.settings = { ...monitor.settings, warnOnStackedModels: false };
+    monitor.settingsChanged.emit(monitor.settings);
+    expect(warnings()).toHaveLength(0);
+    monitor.settings = { ...monitor.settings, warnOnStackedModels: true };
+    monitor.settingsChanged.emit(monitor.settings);
+    expect(warnings()).toHaveLength(1);
+    notifier.dispose();
+  });
+
+  it('keeps one "freed" toast per kernel', () => {
+    const model = new GpuKernelModel({ kernelId: 'k5' });
+    const monitor = new OneModelMonitor(model);
+    const notifier = new GpuNotifier({
+      monitor,
+      commands: new CommandRegistry(),
+      trans
+    });
+    const cleaned = {
+      protocol: 1 as const,
+      type: 'cleaned' as const,
+      executionCount: 4,
+      models: { before: 2, after: 1 },
+      freed: { cpu: 2 ** 20 },
+      allocated: null,
+      reserved: null
+    };
+    model.apply(cleaned);
+    model.apply({
+      ...cleaned,
+      executionCount: 5,
+      models: { before: 1, after: 1 },
+      freed: {}
+    });
+    const successes = Notification.manager.notifications.filter(
+      n => n.type === 'success'
+    );
+    expect(successes).toHaveLength(1);
+    expect(successes[0].message).toContain('(1 → 1 live)');
+    notifier.dispose();
+  });
+
   it('runs the clean command for that kernel from the toast', () => {
     const model = new GpuKernelModel({ kernelId: 'k3' });
     const monitor = new OneModelMonitor(model);
