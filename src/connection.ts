@@ -82,6 +82,8 @@ export class AgentConnection implements IDisposable {
     this._kernel.statusChanged.disconnect(this._onStatus, this);
     this._kernel.connectionStatusChanged.disconnect(this._onConnection, this);
     this._closeComm();
+    this._ownKernel?.dispose();
+    this._ownKernel = null;
   }
 
   private async _start(): Promise<void> {
@@ -187,7 +189,7 @@ export class AgentConnection implements IDisposable {
   }
 
   private _openComm(attempt = 0): void {
-    const comm = this._kernel.createComm(COMM_TARGET);
+    const comm = this._commKernel().createComm(COMM_TARGET);
     this._comm = comm;
     this._watchHello(comm, attempt);
     comm.onMsg = msg => {
@@ -249,6 +251,24 @@ export class AgentConnection implements IDisposable {
       this._openComm(attempt + 1);
     };
     setTimeout(check, delay);
+  }
+
+  /**
+   * The connection that carries our comm. JupyterLab lets only the first
+   * connection to a kernel handle comms; a notebook that joined a kernel
+   * another notebook started has comms disabled, and keeps them disabled after
+   * that notebook closes. Then the agent gets a connection of its own (to the
+   * kernel); the comm's messages are matched by comm id, so
+   * no other connection acts on them.
+   */
+  private _commKernel(): Kernel.IKernelConnection {
+    if (this._kernel.handleComms) {
+      return this._kernel;
+    }
+    if (!this._ownKernel || this._ownKernel.isDisposed) {
+      this._ownKernel = this._kernel.clone({ handleComms: true });
+    }
+    return this._ownKernel;
   }
 
   private _closeComm(): void {
@@ -325,6 +345,7 @@ export class AgentConnection implements IDisposable {
   private _injecting = false;
   private _generation = 0;
   private _helloComm: Kernel.IComm | null = null;
+  private _ownKernel: Kernel.IKernelConnection | null = null;
   private _needsInject = false;
   private _isDisposed = false;
 }

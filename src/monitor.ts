@@ -172,20 +172,27 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
     }
   }
 
-  /** Drop entries whose kernel no open notebook uses any more. */
+  /**
+   * Drop entries whose kernel no open notebook uses any more. An entry whose
+   * kernel connection went away with its notebook while another notebook
+   * still shares that kernel moves to that notebook's connection (same model).
+   */
   private _prune(): void {
-    const used = new Set<string>();
+    const used = new Map<string, Kernel.IKernelConnection>();
     this._tracker.forEach(panel => {
-      const id = this._kernelOf(panel)?.id;
-      if (id) {
-        used.add(id);
+      const kernel = this._kernelOf(panel);
+      if (kernel && !kernel.isDisposed && !used.has(kernel.id)) {
+        used.set(kernel.id, kernel);
       }
     });
     for (const [id, entry] of this._entries) {
-      if (!used.has(id)) {
+      const kernel = used.get(id);
+      if (!kernel) {
         entry.connection.dispose();
         entry.model.dispose();
         this._entries.delete(id);
+      } else if (entry.connection.kernel.isDisposed) {
+        this._ensure(kernel);
       }
     }
   }
