@@ -2,7 +2,10 @@
  * Messages shaped like the agent's, for unit tests. Field values follow what
  * the agent reported for the C01 case in a real kernel (see test/agent).
  */
+import { Signal } from '@lumino/signaling';
+import type { GpuKernelModel } from '../../src/model';
 import type { IInventory, IModelInfo, ISample } from '../../src/protocol';
+import { DEFAULT_SETTINGS, IGpuMonitor, IGpuSettings } from '../../src/tokens';
 
 /** A YOLOv8n wrapper as the agent reports it (CPU: bytes under "cpu"). */
 export function yolo(overrides: Partial<IModelInfo> = {}): IModelInfo {
@@ -78,4 +81,42 @@ export function gpuSample(used: number, total: number, seq = 1): ISample {
       }
     ]
   };
+}
+
+/**
+ * A minimal IGpuMonitor around one real GpuKernelModel, for the notifier
+ * tests: the real monitor needs a notebook tracker and kernels, which the
+ * Galata tests cover.
+ */
+export class OneModelMonitor implements IGpuMonitor {
+  constructor(
+    readonly model: GpuKernelModel,
+    settings: Partial<IGpuSettings> = {}
+  ) {
+    this.settings = { ...DEFAULT_SETTINGS, ...settings };
+  }
+  readonly currentChanged: Signal<IGpuMonitor, GpuKernelModel | null> =
+    new Signal(this);
+  readonly modelAdded: Signal<IGpuMonitor, GpuKernelModel> = new Signal(this);
+  readonly settingsChanged: Signal<IGpuMonitor, IGpuSettings> = new Signal(
+    this
+  );
+  settings: IGpuSettings;
+  currentSessionContext = null;
+  get currentModel(): GpuKernelModel {
+    return this.model;
+  }
+  get models(): GpuKernelModel[] {
+    return [this.model];
+  }
+  async setSetting<K extends keyof IGpuSettings>(
+    key: K,
+    value: IGpuSettings[K]
+  ): Promise<void> {
+    this.settings = { ...this.settings, [key]: value };
+    this.settingsChanged.emit(this.settings);
+  }
+  panelFor(): null {
+    return null;
+  }
 }

@@ -1,44 +1,15 @@
 import { Notification } from '@jupyterlab/apputils';
 import { nullTranslator } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
-import { Signal } from '@lumino/signaling';
 import { GpuKernelModel } from '../../src/model';
 import { describeLeak, findLeak, GpuNotifier } from '../../src/notifications';
 import type { ISample } from '../../src/protocol';
-import { DEFAULT_SETTINGS, IGpuMonitor, IGpuSettings } from '../../src/tokens';
-import { c01Inventory } from './fixtures';
+import { DEFAULT_SETTINGS } from '../../src/tokens';
+import { c01Inventory, OneModelMonitor } from './fixtures';
 
 const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
 const MiB = 2 ** 20;
 const GiB = 2 ** 30;
-
-class OneModelMonitor implements IGpuMonitor {
-  constructor(readonly model: GpuKernelModel) {}
-  readonly currentChanged: Signal<IGpuMonitor, GpuKernelModel | null> =
-    new Signal(this);
-  readonly modelAdded: Signal<IGpuMonitor, GpuKernelModel> = new Signal(this);
-  readonly settingsChanged: Signal<IGpuMonitor, IGpuSettings> = new Signal(
-    this
-  );
-  settings: IGpuSettings = { ...DEFAULT_SETTINGS, warnOnStackedModels: false };
-  currentSessionContext = null;
-  get currentModel() {
-    return this.model;
-  }
-  get models() {
-    return [this.model];
-  }
-  async setSetting<K extends keyof IGpuSettings>(
-    key: K,
-    value: IGpuSettings[K]
-  ) {
-    this.settings = { ...this.settings, [key]: value };
-    this.settingsChanged.emit(this.settings);
-  }
-  panelFor() {
-    return null;
-  }
-}
 
 /** Feeds a model the way the agent does: busy samples, the inventory, an idle sample. */
 class Kernel {
@@ -91,7 +62,7 @@ describe('leak-trend toast', () => {
 
   it('raises one toast per kernel, updates it, and dismisses it when the climb stops', () => {
     const model = new GpuKernelModel({ kernelId: 'k1' });
-    const monitor = new OneModelMonitor(model);
+    const monitor = new OneModelMonitor(model, { warnOnStackedModels: false });
     const notifier = new GpuNotifier({
       monitor,
       commands: new CommandRegistry(),
@@ -128,7 +99,7 @@ describe('leak-trend toast', () => {
   it('does not warn for a single model load', () => {
     const model = new GpuKernelModel({ kernelId: 'k2' });
     const notifier = new GpuNotifier({
-      monitor: new OneModelMonitor(model),
+      monitor: new OneModelMonitor(model, { warnOnStackedModels: false }),
       commands: new CommandRegistry(),
       trans
     });
@@ -143,7 +114,7 @@ describe('leak-trend toast', () => {
 
   it("'Don't warn again' turns the setting off and dismisses the toast", () => {
     const model = new GpuKernelModel({ kernelId: 'k3' });
-    const monitor = new OneModelMonitor(model);
+    const monitor = new OneModelMonitor(model, { warnOnStackedModels: false });
     const notifier = new GpuNotifier({
       monitor,
       commands: new CommandRegistry(),

@@ -1,7 +1,6 @@
 import { Notification } from '@jupyterlab/apputils';
 import { nullTranslator } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
-import { Signal } from '@lumino/signaling';
 import { findStackedModels } from '../../src/analysis/stacking';
 import { GpuKernelModel } from '../../src/model';
 import {
@@ -9,8 +8,7 @@ import {
   describeStacking,
   GpuNotifier
 } from '../../src/notifications';
-import { DEFAULT_SETTINGS, IGpuMonitor, IGpuSettings } from '../../src/tokens';
-import { c01Inventory, yolo } from './fixtures';
+import { c01Inventory, OneModelMonitor, yolo } from './fixtures';
 
 const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
 
@@ -66,37 +64,6 @@ describe('describeCleaned', () => {
     );
   });
 });
-
-/**
- * A minimal IGpuMonitor around one real GpuKernelModel: the real monitor needs
- * a notebook tracker and kernels, which the Galata test covers.
- */
-class OneModelMonitor implements IGpuMonitor {
-  constructor(readonly model: GpuKernelModel) {}
-  readonly currentChanged: Signal<IGpuMonitor, GpuKernelModel | null> =
-    new Signal(this);
-  readonly modelAdded: Signal<IGpuMonitor, GpuKernelModel> = new Signal(this);
-  readonly settingsChanged: Signal<IGpuMonitor, IGpuSettings> = new Signal(
-    this
-  );
-  settings: IGpuSettings = { ...DEFAULT_SETTINGS };
-  currentSessionContext = null;
-  get currentModel() {
-    return this.model;
-  }
-  get models() {
-    return [this.model];
-  }
-  async setSetting<K extends keyof IGpuSettings>(
-    key: K,
-    value: IGpuSettings[K]
-  ) {
-    this.settings = { ...this.settings, [key]: value };
-  }
-  panelFor() {
-    return null;
-  }
-}
 
 describe('GpuNotifier', () => {
   afterEach(() => {
