@@ -212,6 +212,7 @@ export function generateCleanCell(plan: ICleanPlan): string {
       ? `def _gpu_hygiene_clear_gpu(out_keys=${outKeys}, names=${pyTuple(deleteNames.map(n => `"${n}"`))}):`
       : `def _gpu_hygiene_clear_gpu(out_keys=${outKeys}):`,
     '    import gc, sys',
+    '    from IPython import get_ipython  # works even if the name was rebound',
     '    ip = get_ipython()',
     '    ns, hidden, out = ip.user_ns, ip.user_ns_hidden, ip.history_manager.output_hist',
     ...(deleteNames.length

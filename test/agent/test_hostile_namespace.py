@@ -70,3 +70,15 @@ def test_clean_frees_the_output_cache_after_del_out(new_kernel, generate_clean_c
     assert f"Out[{shown.execution_count}]" in holder_names(model) and model["stale"] is True
     _, inventory = run_and_inventory(kernel, comm, generate_clean_cell(inventory))
     assert inventory["models"] == []
+
+
+def test_clean_cell_works_after_get_ipython_was_rebound(new_kernel, generate_clean_cell):
+    kernel, comm = start(new_kernel)
+    run_and_inventory(kernel, comm, "import torch")
+    run_and_inventory(kernel, comm, "torch.nn.Linear(16, 16)")
+    _, inventory = run_and_inventory(kernel, comm, "get_ipython = None")
+    (model,) = inventory["models"]
+    assert model["stale"] is True
+    cell, inventory = run_and_inventory(kernel, comm, generate_clean_cell(inventory))
+    assert cell.error is None and inventory["models"] == []
+    assert kernel.run("print(get_ipython)").stdout == "None\n"
