@@ -1,5 +1,6 @@
 /**
- * Commands: Clean GPU (insert and run the clear_gpu cell) and Restart kernel
+ * Commands: Clean GPU (insert and run the clear_gpu cell), the VRAM panel's
+ * per-row actions (free, delete…, fix a graph holder) and Restart kernel
  * (JupyterLab's own restart, with its confirmation).
  */
 import {
@@ -13,6 +14,7 @@ import type { ITranslator, TranslationBundle } from '@jupyterlab/translation';
 import type { CommandRegistry } from '@lumino/commands';
 import { generateCleanCell, planClean } from './analysis/cleanup';
 import { formatBytes, sumBytes } from './analysis/format';
+import { canFixGraph, generateDetachCell } from './analysis/graphs';
 import { deletableNames } from './analysis/holders';
 import { gpuCleanIcon } from './icons';
 import type { GpuKernelModel } from './model';
@@ -65,16 +67,34 @@ function modelFor(
   return monitor.currentModel;
 }
 
+/** Arguments of the graph-holder command (VRAM panel, toast). */
+const graphArgs = {
+  args: {
+    type: 'object' as const,
+    properties: {
+      name: {
+        type: 'string' as const,
+        description:
+          'The user variable that keeps autograd graphs (a graph holder of the inventory)'
+      },
+      kernelId: kernelArgs.args.properties.kernelId
+    },
+    required: ['name']
+  }
+};
+
 /**
  * Insert the clean cell below the active cell of `panel`, and run it when asked.
  *
+ * @param tags - cell metadata tags (default `gpu-hygiene-clean`).
  * @returns the index of the inserted cell.
  */
 export async function insertCleanCell(
   panel: NotebookPanel,
   code: string,
   run: boolean,
-  deps: Pick<ICommandDeps, 'sessionDialogs' | 'translator'>
+  deps: Pick<ICommandDeps, 'sessionDialogs' | 'translator'>,
+  tags: string[] = ['gpu-hygiene-clean']
 ): Promise<number> {
   const notebook = panel.content;
   const model = notebook.model;
@@ -88,7 +108,7 @@ export async function insertCleanCell(
   model.sharedModel.insertCell(at, {
     cell_type: 'code',
     source: code,
-    metadata: { tags: ['gpu-hygiene-clean'] }
+    metadata: { tags }
   });
   notebook.activeCellIndex = at;
   notebook.mode = 'command';
@@ -242,6 +262,64 @@ export function addCommands(deps: ICommandDeps): void {
       );
       const run = monitor.settings.cleanAction === 'insert-and-run';
       await insertCleanCell(panel, code, run, deps);
+      return true;
+    }
+  });
+
+  /** The kernel model, its notebook and the graph holder named by `args.name`. */
+  const graphTarget = (args: { kernelId?: unknown; name?: unknown }) => {
+    const model = modelFor(monitor, args);
+    const panel = model ? monitor.panelFor(model) : null;
+    const graph =
+      model?.inventory?.graphs.find(g => g.name === args.name) ?? null;
+    return { panel, graph };
+  };
+
+  commands.addCommand(CommandIDs.fixGraphHolder, {
+    label: trans.__('Detach Autograd Graphs…'),
+    caption: trans.__(
+      'Ask, then insert and run a cell that replaces the tensors with a grad_fn in this variable by tensor.detach(): same values, no graph'
+    ),
+    describedBy: graphArgs,
+    isEnabled: args => {
+      const { panel, graph } = graphTarget(args);
+      return !!panel && !!graph && canFixGraph(graph);
+    },
+    execute: async args => {
+      const { panel, graph } = graphTarget(args);
+      const code = graph ? generateDetachCell(graph) : null;
+      if (!panel || !graph || code === null) {
+        Notification.warning(
+          graph
+            ? trans.__(
+                'That variable cannot be fixed from here: it is not a plain Python name holding the tensors itself.'
+              )
+            : trans.__(
+                'That variable no longer keeps autograd graphs; the VRAM panel shows the latest inventory.'
+              ),
+          { autoClose: 5000 }
+        );
+        return false;
+      }
+      const result = await showDialog({
+        title: trans.__('Detach the tensors in %1?', graph.name),
+        body: trans.__(
+          'A cell is inserted below the active cell that replaces each tensor with a grad_fn directly in %1 by tensor.detach(): the values stay, the autograd graphs (%2) are freed. You can no longer call backward() through them. Next time store loss.item() or loss.detach(), or run evaluation under torch.no_grad().',
+          graph.name,
+          formatBytes(sumBytes(graph.bytes))
+        ),
+        buttons: [
+          Dialog.cancelButton({ label: trans.__('Cancel') }),
+          Dialog.warnButton({ label: trans.__('Detach') })
+        ]
+      });
+      if (!result.button.accept) {
+        return false;
+      }
+      const run = monitor.settings.cleanAction === 'insert-and-run';
+      await insertCleanCell(panel, code, run, deps, [
+        'gpu-hygiene-detach-graphs'
+      ]);
       return true;
     }
   });

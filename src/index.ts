@@ -97,7 +97,7 @@ const statusbarPlugin: JupyterFrontEndPlugin<void> = {
 const notificationsPlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyterlab-gpu-hygiene:notifications',
   description:
-    'Warns when model instances stack up in a kernel; reports what a clean freed.',
+    'Warns when model instances stack up, allocated memory climbs, a cell runs out of CUDA memory or a variable keeps autograd graphs; reports what a clean freed.',
   autoStart: true,
   requires: [IGpuMonitor],
   optional: [ITranslator],

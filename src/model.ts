@@ -1,7 +1,7 @@
 /**
  * Per-kernel state: the agent's hello, a bounded ring buffer of samples, the
- * latest inventory, a record of each cell's inventory and the last clean
- * result. Views read it; only the kernel connection writes it.
+ * latest inventory, a record of each cell's inventory, the last clean result
+ * and the last CUDA out-of-memory report. Views read it; only the kernel connection writes it.
  */
 import type { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
@@ -12,6 +12,7 @@ import type {
   IDeviceSample,
   IHello,
   IInventory,
+  IOom,
   ISample,
   KernelMessage
 } from './protocol';
@@ -108,6 +109,11 @@ export class GpuKernelModel implements IDisposable {
     return this._lastCleaned;
   }
 
+  /** The last CUDA out-of-memory report of this kernel process, or null. */
+  get lastOom(): IOom | null {
+    return this._lastOom;
+  }
+
   /** Distinct agent errors received, oldest first (bounded). */
   get agentErrors(): ReadonlyArray<IAgentError> {
     return this._agentErrors;
@@ -131,6 +137,11 @@ export class GpuKernelModel implements IDisposable {
   /** Emitted when a clean cell reported what it freed. */
   get cleaned(): ISignal<this, ICleaned> {
     return this._cleanedSignal;
+  }
+
+  /** Emitted when a cell failed with CUDA out of memory. */
+  get outOfMemory(): ISignal<this, IOom> {
+    return this._oomSignal;
   }
 
   /** Emitted once when the model is disposed (its kernel is no longer used). */
@@ -203,6 +214,10 @@ export class GpuKernelModel implements IDisposable {
         this._lastCleaned = message;
         this._cleanedSignal.emit(message);
         break;
+      case 'oom':
+        this._lastOom = message;
+        this._oomSignal.emit(message);
+        break;
       case 'error':
         if (
           !this._agentErrors.some(
@@ -224,6 +239,7 @@ export class GpuKernelModel implements IDisposable {
     this._hello = null;
     this._inventory = null;
     this._lastCleaned = null;
+    this._lastOom = null;
     this._samples = [];
     this._cells = [];
     this._changed.emit();
@@ -246,6 +262,7 @@ export class GpuKernelModel implements IDisposable {
   private _cells: ICellMark[] = [];
   private _inventory: IInventory | null = null;
   private _lastCleaned: ICleaned | null = null;
+  private _lastOom: IOom | null = null;
   private _agentErrors: IAgentError[] = [];
   private _dropped = 0;
   private _maxSamples: number;
@@ -253,6 +270,7 @@ export class GpuKernelModel implements IDisposable {
   private _changed = new Signal<this, void>(this);
   private _inventoryChanged = new Signal<this, IInventory>(this);
   private _cleanedSignal = new Signal<this, ICleaned>(this);
+  private _oomSignal = new Signal<this, IOom>(this);
   private _disposed = new Signal<this, void>(this);
 }
 

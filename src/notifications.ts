@@ -1,14 +1,19 @@
 /**
  * Toasts: a warning when model instances stack up in a kernel, a warning
  * when PyTorch's allocated memory climbs steadily (each one toast per kernel,
- * updated rather than stacked), and an info toast after a clean.
+ * updated rather than stacked), an info toast after a clean, an error toast
+ * per cell that failed with CUDA out of memory, and a warning per variable
+ * that keeps large autograd graphs alive.
  */
-import { Notification } from '@jupyterlab/apputils';
+import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
 import type { TranslationBundle } from '@jupyterlab/translation';
 import type { CommandRegistry } from '@lumino/commands';
 import type { IDisposable } from '@lumino/disposable';
+import React from 'react';
 import { cellRows } from './analysis/cells';
 import { formatBytes, formatPlacement, sumBytes } from './analysis/format';
+import { graphsToWarn, IGraphRow } from './analysis/graphs';
+import { describeOom } from './analysis/oom';
 import {
   findStackedModels,
   holderNames,
@@ -17,7 +22,8 @@ import {
 } from './analysis/stacking';
 import { FLOOR_SIZE, ILeakTrend, leakTrend } from './analysis/trend';
 import type { GpuKernelModel } from './model';
-import type { ICleaned, IInventory, IModelInfo } from './protocol';
+import { OomDetails } from './oomdetails';
+import type { ICleaned, IInventory, IModelInfo, IOom } from './protocol';
 import { CommandIDs, IGpuMonitor, IGpuSettings } from './tokens';
 
 /** Toast messages are cut by JupyterLab beyond this length. */
@@ -142,6 +148,35 @@ export function findLeak(
 }
 
 /**
+ * Text of the graph-holder warning, e.g. "val_losses keeps 4 autograd graphs
+ * alive (~1.0 GiB on cuda:0): store loss.item() or loss.detach(), or run
+ * evaluation under torch.no_grad()." Kept under 140 characters by shortening
+ * the variable's path.
+ */
+export function describeGraphHolder(
+  row: IGraphRow,
+  trans: TranslationBundle
+): string {
+  const { graph } = row;
+  const compose = (path: string) =>
+    trans._n(
+      '%2 keeps %1 autograd graph alive (%3%4 on %5): store loss.item() or loss.detach(), or run evaluation under torch.no_grad().',
+      '%2 keeps %1 autograd graphs alive (%3%4 on %5): store loss.item() or loss.detach(), or run evaluation under torch.no_grad().',
+      graph.count,
+      path,
+      graph.truncated ? '≥' : '~',
+      formatBytes(row.deviceBytes),
+      row.device ?? '?'
+    );
+  const text = compose(graph.path);
+  if (text.length <= MAX_TOAST) {
+    return text;
+  }
+  const room = Math.max(8, MAX_TOAST - (compose('').length + 1));
+  return compose(`${graph.path.slice(0, room)}…`).slice(0, MAX_TOAST);
+}
+
+/**
  * Text of the info toast after a clean cell.
  */
 export function describeCleaned(
@@ -209,6 +244,7 @@ export class GpuNotifier implements IDisposable {
       model.inventoryChanged.disconnect(this._onInventory, this);
       model.cleaned.disconnect(this._onCleaned, this);
       model.changed.disconnect(this._onChanged, this);
+      model.outOfMemory.disconnect(this._onOom, this);
     }
     this._watched.clear();
   }
@@ -221,6 +257,7 @@ export class GpuNotifier implements IDisposable {
     model.inventoryChanged.connect(this._onInventory, this);
     model.cleaned.connect(this._onCleaned, this);
     model.changed.connect(this._onChanged, this);
+    model.outOfMemory.connect(this._onOom, this);
     model.disposed.connect(this._forget, this);
   }
 
@@ -229,6 +266,7 @@ export class GpuNotifier implements IDisposable {
     model.inventoryChanged.disconnect(this._onInventory, this);
     model.cleaned.disconnect(this._onCleaned, this);
     model.changed.disconnect(this._onChanged, this);
+    model.outOfMemory.disconnect(this._onOom, this);
     const toast = this._toasts.get(model.kernelId);
     if (toast) {
       Notification.dismiss(toast.id);
@@ -237,6 +275,12 @@ export class GpuNotifier implements IDisposable {
     this._dismissLeak(model.kernelId);
     this._leakChecked.delete(model);
     this._cleanedToasts.delete(model.kernelId);
+    this._dismissGraphs(model.kernelId, () => true);
+    for (const key of [...this._oomToasts.keys()]) {
+      if (key.startsWith(`${model.kernelId}\u0000`)) {
+        this._oomToasts.delete(key);
+      }
+    }
   }
 
   /**
@@ -272,6 +316,7 @@ export class GpuNotifier implements IDisposable {
         this._onInventory(model, model.inventory);
       }
       this._checkLeak(model);
+      this._checkGraphs(model);
     }
   }
 
@@ -349,6 +394,150 @@ export class GpuNotifier implements IDisposable {
   }
 
   private _onInventory(model: GpuKernelModel, inventory: IInventory): void {
+    this._checkGraphs(model);
+    this._checkStacking(model, inventory);
+  }
+
+  /**
+   * One warning per (kernel, variable) that keeps ≥ 64 MiB of autograd
+   * graphs on a CUDA device: raised once, dismissed when the variable no
+   * longer qualifies, never raised again for the same name in that kernel.
+   */
+  private _checkGraphs(model: GpuKernelModel): void {
+    const kernelId = model.kernelId;
+    const rows = this._monitor.settings.warnOnGraphHolders
+      ? graphsToWarn(model.inventory)
+      : [];
+    const current = new Set(rows.map(r => r.graph.name));
+    this._dismissGraphs(kernelId, name => !current.has(name));
+    for (const row of rows) {
+      const key = `${kernelId}\u0000${row.graph.name}`;
+      if (this._graphWarned.has(key)) {
+        continue;
+      }
+      this._graphWarned.add(key);
+      const name = row.graph.name;
+      const actions = [
+        ...(row.fixable
+          ? [
+              {
+                label: this._trans.__('Fix…'),
+                caption: this._trans.__(
+                  'Ask, then insert a cell that replaces the tensors in %1 by tensor.detach() (same values, no graph)',
+                  name
+                ),
+                displayType: 'accent' as const,
+                callback: () => {
+                  void this._commands.execute(CommandIDs.fixGraphHolder, {
+                    kernelId,
+                    name
+                  });
+                }
+              }
+            ]
+          : []),
+        {
+          label: this._trans.__('Open VRAM panel'),
+          caption: this._trans.__(
+            'See which variables keep autograd graphs and how much'
+          ),
+          callback: () => {
+            void this._commands.execute(CommandIDs.openPanel);
+          }
+        },
+        {
+          label: this._trans.__("Don't warn again"),
+          caption: this._trans.__(
+            'Turn off autograd-graph warnings in the settings'
+          ),
+          displayType: 'link' as const,
+          callback: () => {
+            void this._monitor.setSetting('warnOnGraphHolders', false);
+          }
+        }
+      ];
+      const id = Notification.warning(describeGraphHolder(row, this._trans), {
+        autoClose: false,
+        actions
+      });
+      this._graphToasts.set(key, id);
+    }
+  }
+
+  /** Dismiss the graph toasts of a kernel whose variable name matches. */
+  private _dismissGraphs(
+    kernelId: string,
+    match: (name: string) => boolean
+  ): void {
+    const prefix = `${kernelId}\u0000`;
+    for (const [key, id] of [...this._graphToasts]) {
+      if (key.startsWith(prefix) && match(key.slice(prefix.length))) {
+        Notification.dismiss(id);
+        this._graphToasts.delete(key);
+      }
+    }
+  }
+
+  /**
+   * One error toast per cell that failed with CUDA out of memory: the
+   * figures and what held memory, with Clean GPU, Restart kernel and the
+   * full diagnosis and advice in a dialog.
+   */
+  private _onOom(model: GpuKernelModel, oom: IOom): void {
+    if (!this._monitor.settings.warnOnOutOfMemory) {
+      return;
+    }
+    const kernelId = model.kernelId;
+    const key = `${kernelId}\u0000${oom.executionCount ?? 'null'}`;
+    if (this._oomToasts.has(key)) {
+      return;
+    }
+    const trans = this._trans;
+    const id = Notification.error(describeOom(oom, trans), {
+      autoClose: false,
+      actions: [
+        {
+          label: trans.__('Clean GPU'),
+          caption: trans.__(
+            'Insert and run a cell that frees stale references (output cache, last traceback)'
+          ),
+          displayType: 'accent' as const,
+          callback: () => {
+            void this._commands.execute(CommandIDs.clean, { kernelId });
+          }
+        },
+        {
+          label: trans.__('Restart kernel'),
+          caption: trans.__(
+            'Restart the kernel (frees everything, loses all variables)'
+          ),
+          callback: () => {
+            void this._commands.execute(CommandIDs.restartKernel, { kernelId });
+          }
+        },
+        {
+          label: trans.__('What to try…'),
+          caption: trans.__(
+            'What held the GPU and what to try for the installed versions'
+          ),
+          displayType: 'link' as const,
+          callback: () => {
+            void showDialog({
+              title: trans.__(
+                'CUDA out of memory in cell %1',
+                oom.executionCount === null ? '[*]' : `[${oom.executionCount}]`
+              ),
+              body: React.createElement(OomDetails, { oom, trans }),
+              buttons: [Dialog.okButton({ label: trans.__('Close') })]
+            });
+          }
+        }
+      ]
+    });
+    this._oomToasts.set(key, id);
+  }
+
+  private _checkStacking(model: GpuKernelModel, inventory: IInventory): void {
     const groups = this._monitor.settings.warnOnStackedModels
       ? findStackedModels(inventory)
       : [];
@@ -444,6 +633,9 @@ export class GpuNotifier implements IDisposable {
     string,
     { id: string; message: string; closed: boolean }
   >();
+  private _graphToasts = new Map<string, string>();
+  private _graphWarned = new Set<string>();
+  private _oomToasts = new Map<string, string>();
   private _leakChecked = new WeakMap<
     GpuKernelModel,
     { cells: number; seq: number }

@@ -1,5 +1,5 @@
 /**
- * Comm protocol between the browser and the kernel-side agent, version 1.
+ * Comm protocol between the browser and the kernel-side agent, version 2.
  *
  * The wire format is documented in `docs/protocol.md`. Every kernel message is
  * validated here before anything else reads it: a message that does not match
@@ -11,7 +11,7 @@
 import * as z from 'zod/mini';
 
 /** Version carried as `protocol` in every message. */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 
 /** Comm target registered by the agent in the kernel. */
 export const COMM_TARGET = 'jupyterlab_gpu_hygiene.v1';
@@ -23,12 +23,16 @@ const bytes = z.int().check(z.minimum(0), z.maximum(Number.MAX_SAFE_INTEGER));
 const nullableBytes = z.nullable(bytes);
 const count = bytes;
 const shortText = z.string().check(z.maxLength(10_000));
+/** A device name: `"cpu"`, `"cuda:0"`, ... */
+const deviceName = z.string().check(z.maxLength(64));
 /** Bytes per device name (`"cpu"`, `"cuda:0"`, ...). */
-const bytesPerDevice = z.record(z.string().check(z.maxLength(64)), bytes);
+const bytesPerDevice = z.record(deviceName, bytes);
 const envelope = { protocol: z.literal(PROTOCOL_VERSION) };
+const rootKind = z.enum(['variable', 'output', 'traceback', 'hidden']);
 
 const deviceInfo = z.object({
   index: count,
+  nvmlIndex: count,
   name: shortText,
   total: bytes,
   uuid: z.nullable(shortText)
@@ -52,7 +56,10 @@ const deviceSample = z.object({
   total: nullableBytes,
   process: nullableBytes,
   allocated: nullableBytes,
-  reserved: nullableBytes
+  reserved: nullableBytes,
+  cached: nullableBytes,
+  nonTorch: nullableBytes,
+  processHidden: z.boolean()
 });
 
 const sample = z.object({
@@ -65,8 +72,16 @@ const sample = z.object({
 });
 
 const holder = z.object({
-  kind: z.enum(['variable', 'output', 'traceback', 'hidden']),
-  name: shortText
+  kind: rootKind,
+  name: shortText,
+  path: shortText
+});
+
+const part = z.object({
+  path: shortText,
+  kind: z.enum(['model', 'optimizer', 'tensor']),
+  className: shortText,
+  bytes: bytesPerDevice
 });
 
 const modelInfo = z.object({
@@ -78,6 +93,7 @@ const modelInfo = z.object({
   label: shortText,
   parameters: count,
   bytes: bytesPerDevice,
+  parts: z.array(part).check(z.maxLength(1000)),
   holders: z.array(holder).check(z.maxLength(1000)),
   stale: z.boolean()
 });
@@ -91,6 +107,35 @@ const lastError = z.object({
   bytes: bytesPerDevice
 });
 
+const rootBytes = z.object({
+  kind: rootKind,
+  name: shortText,
+  bytes: bytesPerDevice,
+  models: count,
+  tensors: count
+});
+
+const tensorInfo = z.object({
+  path: shortText,
+  kind: z.enum(['variable', 'output', 'traceback']),
+  device: deviceName,
+  bytes,
+  shape: z.array(count).check(z.maxLength(64)),
+  dtype: z.string().check(z.maxLength(64)),
+  gradFn: z.nullable(shortText)
+});
+
+const graphHolder = z.object({
+  name: shortText,
+  path: shortText,
+  container: z.enum(['list', 'tuple', 'dict', 'set', 'tensor']),
+  count,
+  gradFn: shortText,
+  bytes: bytesPerDevice,
+  nodes: count,
+  truncated: z.boolean()
+});
+
 const inventory = z.object({
   ...envelope,
   type: z.literal('inventory'),
@@ -98,11 +143,16 @@ const inventory = z.object({
   seq: count,
   executionCount: z.nullable(count),
   durationMs: z.number().check(z.minimum(0)),
+  skipped: z.boolean(),
   torchImported: z.boolean(),
   cudaInitialized: z.boolean(),
   truncated: z.boolean(),
   models: z.array(modelInfo).check(z.maxLength(10_000)),
-  lastError: z.nullable(lastError)
+  lastError: z.nullable(lastError),
+  roots: z.array(rootBytes).check(z.maxLength(10_000)),
+  unattributed: bytesPerDevice,
+  tensors: z.array(tensorInfo).check(z.maxLength(1000)),
+  graphs: z.array(graphHolder).check(z.maxLength(1000))
 });
 
 const beforeAfter = z.object({ before: bytes, after: bytes });
@@ -113,10 +163,39 @@ const cleaned = z.object({
   executionCount: z.nullable(count),
   models: z.object({ before: count, after: count }),
   freed: bytesPerDevice,
-  allocated: z.nullable(
-    z.record(z.string().check(z.maxLength(64)), beforeAfter)
-  ),
-  reserved: z.nullable(z.record(z.string().check(z.maxLength(64)), beforeAfter))
+  allocated: z.nullable(z.record(deviceName, beforeAfter)),
+  reserved: z.nullable(z.record(deviceName, beforeAfter))
+});
+
+const oom = z.object({
+  ...envelope,
+  type: z.literal('oom'),
+  executionCount: z.nullable(count),
+  errorType: shortText,
+  message: shortText,
+  device: z.nullable(deviceName),
+  requested: nullableBytes,
+  free: nullableBytes,
+  total: nullableBytes,
+  process: nullableBytes,
+  processes: z
+    .array(z.object({ pid: count, used: nullableBytes }))
+    .check(z.maxLength(1000)),
+  allocated: nullableBytes,
+  reserved: nullableBytes,
+  stale: z
+    .array(
+      z.object({
+        id: z.string().check(z.maxLength(64)),
+        label: shortText,
+        bytes
+      })
+    )
+    .check(z.maxLength(10_000)),
+  traceback: bytes,
+  graphs: bytes,
+  torch: z.nullable(z.string().check(z.maxLength(200))),
+  ultralytics: z.nullable(z.string().check(z.maxLength(200)))
 });
 
 const agentError = z.object({
@@ -131,27 +210,74 @@ const kernelMessage = z.discriminatedUnion('type', [
   sample,
   inventory,
   cleaned,
+  oom,
   agentError
 ]);
 
 /** `hello`: sent once per comm, describes the kernel and its devices. */
 export type IHello = z.infer<typeof hello>;
-/** One CUDA device as NVML names it; `total` in bytes. */
+/**
+ * One CUDA device as NVML names it: `index` is the kernel's CUDA index
+ * (`cuda:<index>`, CUDA_VISIBLE_DEVICES applied), `nvmlIndex` the number
+ * nvidia-smi gives it; `total` in bytes.
+ */
 export type IDeviceInfo = z.infer<typeof deviceInfo>;
 /** `sample`: device memory figures pushed by the agent's sampler thread. */
 export type ISample = z.infer<typeof sample>;
-/** Figures for one device in a sample, bytes; `null` where not measurable. */
+/**
+ * Figures for one device in a sample, bytes; `null` where not measurable.
+ * `used`/`total`/`process` come from NVML, `allocated`/`reserved` from
+ * PyTorch's caching allocator. The bands of this kernel's memory:
+ * `allocated` (live tensors), `cached` (`reserved − allocated`: free for this
+ * kernel, returned by `torch.cuda.empty_cache()`) and `nonTorch`
+ * (`process − reserved`: CUDA context, cuBLAS/cuDNN, other allocators; freed
+ * only by ending the process). `processHidden`: NVML lists no process with
+ * the kernel's pid although torch holds memory (another pid namespace, e.g. a
+ * container); `process` and `nonTorch` are then null.
+ */
 export type IDeviceSample = z.infer<typeof deviceSample>;
-/** `inventory`: live models and what holds them, after each cell. */
+/** `inventory`: live models, what holds them and who holds the bytes, after each cell. */
 export type IInventory = z.infer<typeof inventory>;
 /** A live top-level `torch.nn.Module` in the kernel. */
 export type IModelInfo = z.infer<typeof modelInfo>;
-/** A root that keeps a model alive. */
+/**
+ * What hangs off a model's plain attributes (`trainer.ema.ema`,
+ * `trainer.optimizer`): bytes per device not already counted in the model or
+ * an earlier part.
+ */
+export type IPart = z.infer<typeof part>;
+/**
+ * A root that keeps a model alive: `name` is the root (`model`, `Out[2]`,
+ * `last traceback (train_step)`), `path` the way from it to the model
+ * (`runs[0].model`), at most 500 characters.
+ */
 export type IHolder = z.infer<typeof holder>;
+/** Kind of root: a user variable, the output cache, the last traceback, or nothing named. */
+export type RootKind = IHolder['kind'];
+/**
+ * Bytes first reached from one root (every storage counted once, in the order
+ * variables, output cache, last traceback, then unreachable models).
+ */
+export type IRootBytes = z.infer<typeof rootBytes>;
+/** A large tensor (≥ 1 MiB) outside any model; `bytes` of its storage. */
+export type ITensorInfo = z.infer<typeof tensorInfo>;
+/**
+ * A user variable that keeps autograd graphs alive (`losses.append(loss)`);
+ * `bytes` per device is an estimate (a lower bound when `truncated`).
+ */
+export type IGraphHolder = z.infer<typeof graphHolder>;
 /** What the last exception's traceback keeps alive. */
 export type ILastError = z.infer<typeof lastError>;
 /** `cleaned`: what a clean cell freed. */
 export type ICleaned = z.infer<typeof cleaned>;
+/**
+ * `oom`: a cell failed with CUDA out of memory. Figures in bytes, parsed from
+ * torch's message (`requested`, `free`, `total`; else NVML) or measured right
+ * after the failure (`process` and `processes` from NVML, `allocated` and
+ * `reserved` from torch); `null` where unknown. `torch` and `ultralytics` are
+ * the versions imported in the kernel.
+ */
+export type IOom = z.infer<typeof oom>;
 /** `error`: an error inside the agent (never shown in a user's cell). */
 export type IAgentError = z.infer<typeof agentError>;
 /** Any valid kernel → browser message. */

@@ -19,6 +19,12 @@ export namespace CommandIDs {
   export const freeModel = 'gpu-hygiene:free-model';
   /** Ask, then insert (and run) `del <names>` and the clean tail for one model (args: `modelId`, `kernelId`). */
   export const deleteModel = 'gpu-hygiene:delete-model';
+  /**
+   * Ask, then insert (and run) a cell that detaches the tensors of one graph
+   * holder (args: `name`, `kernelId`); only for a variable that is itself the
+   * container and whose name is a Python identifier.
+   */
+  export const fixGraphHolder = 'gpu-hygiene:fix-graph-holder';
 }
 
 /** What the clean command does with the generated cell. */
@@ -44,6 +50,10 @@ export interface IGpuSettings {
   leakMinPoints: number;
   /** Lowest R² of the least-squares line for a steady climb (0–1). */
   leakMinR2: number;
+  /** Raise an error toast when a cell fails with CUDA out of memory (one per cell). */
+  warnOnOutOfMemory: boolean;
+  /** Raise a toast when a variable keeps autograd graphs of ≥ 64 MiB alive on a CUDA device (one per variable). */
+  warnOnGraphHolders: boolean;
 }
 
 /** Defaults, identical to schema/plugin.json. */
@@ -56,7 +66,9 @@ export const DEFAULT_SETTINGS: IGpuSettings = {
   maxSamples: 3600,
   warnOnLeak: true,
   leakMinPoints: 5,
-  leakMinR2: 0.9
+  leakMinR2: 0.9,
+  warnOnOutOfMemory: true,
+  warnOnGraphHolders: true
 };
 
 /**

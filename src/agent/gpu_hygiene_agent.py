@@ -1,4 +1,4 @@
-"""Kernel-side agent of jupyterlab-gpu-hygiene (comm protocol 1, see docs/protocol.md).
+"""Kernel-side agent of jupyterlab-gpu-hygiene (comm protocol 2, see docs/protocol.md).
 
 The browser sends this file as text and runs it through ``src/agent/loader.py`` in a silent
 execute request. It lives in its own module object ``_jupyterlab_gpu_hygiene_agent`` in
@@ -35,8 +35,8 @@ import time
 import types
 import weakref
 
-AGENT_VERSION = "0.1.0"
-PROTOCOL = 1
+AGENT_VERSION = "0.2.0"
+PROTOCOL = 2
 MODULE_NAME = "_jupyterlab_gpu_hygiene_agent"
 COMM_TARGET = "jupyterlab_gpu_hygiene.v1"
 THREAD_NAME = "gpu-hygiene-sampler"
@@ -57,6 +57,19 @@ MAX_FRAMES = 500
 MAX_MODELS = 2000
 MAX_TEXT = 500
 MAX_HOLDERS = 100  # holder names reported per model
+MAX_PATH_DEPTH = 40  # hops of a reported path
+MAX_PATH_TEXT = 300  # characters of a path suffix
+MAX_LABEL_SCAN = 10000  # container items searched to name one hop of a path
+BIG_TENSOR = 1 << 20  # loose tensors from this size (bytes) are reported one by one
+MAX_BIG_TENSORS = 200  # per root walk, to name them; the inventory reports the largest
+MAX_TENSORS = 20  # loose tensors per inventory
+MEASURED_TENSORS = 20000  # tensors measured per inventory (about 3 us each)
+MAX_PARTS = 50  # parts per model
+MAX_GRAPH_HOLDERS = 50
+MAX_ROOTS = 200  # roots reported per inventory, largest first
+GRAPH_ITEMS = 10000  # container items looked at per graph holder
+GRAPH_NODES = 20000  # autograd nodes visited per inventory
+FINGERPRINT_ITEMS = 1000  # items of a container / attributes of an object fingerprinted one by one
 
 HIDDEN_HOLDER = "unreachable from the namespace"
 UNKNOWN_HOLDER = "not found: the walk bound was hit"
@@ -87,6 +100,9 @@ _OPAQUE_TYPES = (
     weakref.CallableProxyType,
 )
 _PLAIN_CONTAINERS = (list, tuple, dict, set, frozenset)
+# ModuleType's own __dict__ descriptor: a module's namespace without its __getattr__, a
+# subclass's property, or gc.get_referents (see Agent._module_dict_ids)
+_MODULE_DICT = types.ModuleType.__dict__["__dict__"]
 _MISSING = object()
 
 _agent = None  # the running Agent of this module object, or None
@@ -200,6 +216,23 @@ def cuda_visible_nvml_indices(env_value, nvml_uuids):
     return result
 
 
+def _storage_of(tensor):
+    """(storage key, nbytes) of a tensor's storage, the key being (device str, data_ptr);
+    None for meta tensors, empty storages and tensors torch cannot measure. Never raises."""
+    try:
+        device = tensor.device
+        if device.type == "meta":
+            return None
+        storage = tensor.untyped_storage()
+        ptr = storage.data_ptr()
+        nbytes = int(storage.nbytes())
+    except Exception:
+        return None
+    if ptr == 0 or nbytes == 0:
+        return None
+    return (str(device), ptr), nbytes
+
+
 def _add_storage(tensor, storages):
     """Record the storage of ``tensor`` in ``storages`` ({(device str, data_ptr): nbytes}).
 
@@ -256,6 +289,7 @@ class ModuleTracker:
         self._handles = []
         self.active = False  # registration hooks installed
         self.rescan_each_time = False  # torch without registration hooks: scan per inventory
+        self.changes = 0  # modules added or gone so far (int): equal counts, same tracked set
 
     # hooks: they run inside user code (module constructors), so they never raise
     def _on_module(self, module, _name, submodule):
@@ -280,16 +314,18 @@ class ModuleTracker:
             return
         refs = self._refs
 
-        def _gone(ref, key=key, refs=refs):
+        def _gone(ref, key=key, refs=refs, tracker=self):
             current = refs.get(key)
             if current is not None and current[0] is ref:
                 refs.pop(key, None)
+                tracker.changes += 1
 
         try:
             ref = weakref.ref(module, _gone)
         except TypeError:
             return
         refs[key] = (ref, next(self._counter))
+        self.changes += 1
 
     def order(self, module):
         """Creation order (int) of a tracked module, or None."""
@@ -478,7 +514,12 @@ class Walker:
 
     Bounds: per root ``ROOT_VISITS`` objects expanded and ``ROOT_EXAMINED`` references looked
     at; per phase (user variables, output cache, last traceback: see ``start_phase``)
-    ``PHASE_VISITS`` and ``PHASE_EXAMINED``. Hitting one sets ``truncated``.
+    ``PHASE_VISITS`` and ``PHASE_EXAMINED``; per inventory ``MEASURED_TENSORS`` tensors measured
+    by ``reach``. Hitting one sets ``truncated``.
+
+    ``parents`` maps every object of the current walk to the object it was reached from, so
+    that ``path`` can name how a found module or tensor is held (``.trainer.ema.ema``,
+    ``['a'][1]``); names are computed only for what is reported.
     """
 
     def __init__(self, tensor_type, module_type, skip_ids):
@@ -491,22 +532,120 @@ class Walker:
         self.visits = 0  # whole inventory, for the record
         self._phase_visits = 0
         self._phase_examined = 0
-        self._modules_from = {}  # id(root) -> (root, [modules]) of module-only walks
+        self._reached = {}  # id(root) -> (root, Reach) of walks from roots
+        self.parents = {}  # id(object) -> the object it was reached from (None: the start)
+        self.measured = 0  # tensors measured by ``reach`` (bounded by MEASURED_TENSORS)
 
     def start_phase(self):
         """Give the next group of roots a fresh phase budget."""
         self._phase_visits = 0
         self._phase_examined = 0
 
-    def modules_from(self, root):
-        """Modules reached from ``root`` (list); a root walked before is not walked again."""
-        cached = self._modules_from.get(id(root))
+    def reach(self, root, tensor_bytes, optimizer_type=None):
+        """What ``root`` reaches (a ``Reach``); a root walked before is not walked again.
+
+        ``tensor_bytes(tensor)`` -> (storage key, nbytes) or None (unmeasurable);
+        ``optimizer_type``: ``torch.optim.Optimizer`` (tensors under one are optimizer state).
+        ``Reach.modules`` entries are (module, path suffix from the root, the expanded model
+        above it or None, path suffix from that model).
+        """
+        cached = self._reached.get(id(root))
         if cached is not None and cached[0] is root:
             return cached[1]
-        found = []
-        self.walk(root, found.append, _ignore)
-        self._modules_from[id(root)] = (root, found)
+        found = Reach()
+        module_type = self.module_type
+
+        def on_module(module):
+            via = self.ancestor(module, module_type)
+            rel = self.path(module, via) if via is not None else ""
+            found.modules.append((module, self.path(module), via, rel))
+
+        def on_tensor(tensor):
+            if self.measured >= MEASURED_TENSORS:
+                self.truncated = True  # roots' bytes are lower bounds from here on
+                return
+            self.measured += 1
+            measured = tensor_bytes(tensor)
+            if measured is None:
+                return
+            key, nbytes = measured
+            if key in found.storages:
+                return
+            via = self.ancestor(tensor, module_type)
+            group = None
+            if via is not None:
+                group = self.ancestor(tensor, optimizer_type, below=via) if optimizer_type else None
+                group = group if group is not None else self.first_hop(tensor, via)
+            big = nbytes >= BIG_TENSOR and found.big < MAX_BIG_TENSORS
+            if big:
+                found.big += 1
+            found.storages[key] = (
+                nbytes,
+                id(via) if via is not None else None,
+                (group, self.path(group, via)) if group is not None else None,
+                (self.path(tensor), _tensor_meta(tensor)) if big else None,
+            )
+
+        found.complete = self.walk(root, on_module, on_tensor)
+        self._reached[id(root)] = (root, found)
         return found
+
+    # ---- paths: only valid during the walk that reached the object (``parents``)
+
+    def chain(self, obj, limit=MAX_PATH_DEPTH):
+        """Objects from the walk's start down to ``obj`` (list), at most ``limit`` long (the
+        start is left out of a cut chain)."""
+        parents = self.parents
+        out = [obj]
+        current = parents.get(id(obj))
+        while current is not None and len(out) < limit:
+            out.append(current)
+            current = parents.get(id(current))
+        out.reverse()
+        return out
+
+    def ancestor(self, obj, cls, below=None):
+        """The nearest object above ``obj`` on its walk path that is an instance of ``cls``,
+        stopping at ``below`` (exclusive), or None."""
+        if cls is None:
+            return None
+        parents = self.parents
+        current = parents.get(id(obj))
+        hops = 0
+        while current is not None and current is not below and hops < MAX_PATH_DEPTH:
+            if isinstance(current, cls):
+                return current
+            current = parents.get(id(current))
+            hops += 1
+        return None
+
+    def first_hop(self, obj, top):
+        """The object right below ``top`` on the walk path to ``obj`` (``obj`` itself when it
+        hangs directly off ``top``)."""
+        previous = obj
+        current = self.parents.get(id(obj))
+        hops = 0
+        while current is not None and current is not top and hops < MAX_PATH_DEPTH:
+            previous = current
+            current = self.parents.get(id(current))
+            hops += 1
+        return previous
+
+    def path(self, obj, start=None):
+        """Path suffix (str) from the walk's start, or from ``start`` on the path, to ``obj``:
+        ``".trainer.ema.ema"``, ``"[0]"``, ``"['loss']"``; ``""`` for the start itself."""
+        chain = self.chain(obj)
+        cut = self.parents.get(id(chain[0])) is not None
+        if start is not None:
+            for i, item in enumerate(chain):
+                if item is start:
+                    chain = chain[i:]
+                    break
+        labels = ["\u2026"] if cut and start is None else []  # a chain cut by the depth bound
+        for i in range(1, len(chain)):
+            grand = chain[i - 2] if i >= 2 else None
+            labels.append(_edge_label(chain[i - 1], chain[i], grand))
+        return _short("".join(labels), MAX_PATH_TEXT)
 
     def walk(self, start, on_module, on_tensor):
         """Walk from ``start``; calls ``on_module(module)`` / ``on_tensor(tensor)`` once per
@@ -514,7 +653,7 @@ class Walker:
         tensor_type = self.tensor_type
         module_type = self.module_type
         skip_ids = self.skip_ids
-        seen = {id(start)}
+        seen = self.parents = {id(start): None}
         stack = [start]
         visits = 0
         examined = 0
@@ -543,7 +682,7 @@ class Walker:
                 self._phase_examined += len(refs)
                 for ref in refs:
                     if type(ref) not in _LEAF_TYPES and id(ref) not in seen:
-                        seen.add(id(ref))
+                        seen[id(ref)] = obj
                         stack.append(ref)
                 continue
             if id(obj) in skip_ids or issubclass(cls, _OPAQUE_TYPES):
@@ -566,7 +705,7 @@ class Walker:
                 key = id(ref)
                 if key in seen:
                     continue
-                seen.add(key)
+                seen[key] = obj
                 stack.append(ref)
             spent = examined >= ROOT_EXAMINED or self._phase_examined >= PHASE_EXAMINED
             if spent and stack:
@@ -615,6 +754,140 @@ class Walker:
         return refs
 
 
+class Reach:
+    """What one root reaches (filled by ``Walker.reach``).
+
+    ``modules``: [(module, path suffix, expanded model above it or None)];
+    ``storages``: {(device, data_ptr): (nbytes, id of the model whose plain attributes led to
+    the tensor or None, (group object, path suffix from that model) or None,
+    (path suffix, meta dict) for tensors of at least ``BIG_TENSOR`` bytes or None)};
+    ``complete``: False when a bound cut the walk.
+    """
+
+    __slots__ = ("big", "complete", "modules", "storages")
+
+    def __init__(self):
+        self.modules = []
+        self.storages = {}
+        self.complete = True
+        self.big = 0
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _key_label(key):
+    try:
+        text = repr(key) if isinstance(key, (str, int, float, bool, bytes, tuple)) else None
+    except Exception:
+        text = None
+    return "[" + (text[:60] if text is not None else "\u2026") + "]"
+
+
+def _edge_label(parent, child, grand):
+    """How ``parent`` refers to ``child`` (str): ``.name``, ``[0]``, ``['key']``, ``""`` for an
+    instance ``__dict__`` hop, ``<closure>``, ``<local>``, ``<ref>``. Never runs user code:
+    containers are searched by identity, attributes read from ``__dict__``."""
+    cls = type(parent)
+    try:
+        if cls is dict:
+            is_attrs = grand is not None and _vars(grand) is parent
+            for key, value in itertools.islice(parent.items(), MAX_LABEL_SCAN):
+                if value is child:
+                    if is_attrs and isinstance(key, str) and _IDENTIFIER.match(key):
+                        return "." + key
+                    return _key_label(key)
+                if key is child:
+                    return "<key>"
+            return "[\u2026]"
+        if cls is list or cls is tuple:
+            for i, value in enumerate(itertools.islice(parent, MAX_LABEL_SCAN)):
+                if value is child:
+                    return f"[{i}]"
+            return "[\u2026]"
+        if cls is set or cls is frozenset:
+            return "{\u2026}"
+        if _vars(parent) is child:
+            return ""
+        if cls is types.FunctionType:
+            return "<closure>"
+        if cls is types.CellType:
+            return ""
+        if cls is types.MethodType:
+            return ".__self__" if parent.__self__ is child else ".__func__"
+        if cls is types.FrameType:
+            return _frame_local_label(parent, child)
+        for key, value in list(_vars(parent).items())[:MAX_LABEL_SCAN]:
+            if value is child and isinstance(key, str):
+                return "." + key
+    except Exception:
+        pass
+    return "<ref>"
+
+
+def _frame_local_label(frame, child):
+    """Name of the local of a finished frame that refers to ``child``, without ``f_locals``
+    (which would snapshot the locals into the frame): the frame's referents after its back
+    frame, function and code are its locals in ``co_varnames + co_cellvars + co_freevars``
+    order when every local is bound; otherwise ``<local>``."""
+    code = frame.f_code
+    names = code.co_varnames + code.co_cellvars + code.co_freevars
+    refs = [
+        r
+        for r in gc.get_referents(frame)
+        if r is not frame.f_back
+        and r is not code
+        and not (type(r) is types.FunctionType and r.__code__ is code)
+        and r is not frame.f_globals
+        and r is not frame.f_builtins
+    ]
+    if len(refs) == len(names):
+        for name, ref in zip(names, refs):
+            if ref is child:
+                return "." + name
+    return "<local>"
+
+
+def _tensor_meta(tensor):
+    """{shape: [int], dtype: str, gradFn: str | None} of a tensor; never raises."""
+    try:
+        shape = [int(n) for n in tensor.shape][:16]
+    except Exception:
+        shape = []
+    try:
+        dtype = str(tensor.dtype).replace("torch.", "")
+    except Exception:
+        dtype = "?"
+    try:
+        fn = tensor.grad_fn
+        grad_fn = type(fn).__name__ if fn is not None else None
+    except Exception:
+        grad_fn = None
+    return {"shape": shape, "dtype": _short(dtype, 64), "gradFn": grad_fn and _short(grad_fn, 100)}
+
+
+def _grad_fn(tensor):
+    """``tensor.grad_fn`` or None; never raises."""
+    try:
+        return tensor.grad_fn
+    except Exception:
+        return None
+
+
+_SAVED_NAMES = {}  # autograd node type -> tuple of its "_saved_*" attribute names
+
+
+def _saved_names(node_type):
+    names = _SAVED_NAMES.get(node_type)
+    if names is None:
+        try:
+            names = tuple(a for a in dir(node_type) if a.startswith("_saved_"))
+        except Exception:
+            names = ()
+        _SAVED_NAMES[node_type] = names
+    return names
+
+
 def _ignore(_obj):
     pass
 
@@ -645,9 +918,9 @@ class DeviceSampler:
     allocator (only if torch is already imported and CUDA already initialised). Never creates a
     CUDA context: NVML does not, and torch is only asked once it has one.
 
-    ``devices``: [(cuda index, NVML handle, name, total bytes, uuid)] for the CUDA devices NVML
-    sees, in ``CUDA_VISIBLE_DEVICES`` order. ``nvml``: the pynvml module when initialised, else
-    None, and then ``nvml_error`` (str) says why.
+    ``devices``: [(cuda index, NVML handle, name, total bytes, uuid, NVML index)] for the CUDA
+    devices NVML sees, in ``CUDA_VISIBLE_DEVICES`` order. ``nvml``: the pynvml module when
+    initialised, else None, and then ``nvml_error`` (str) says why.
     """
 
     def __init__(self, pid=None):
@@ -685,7 +958,7 @@ class DeviceSampler:
                 handle = handles[nvml_index]
                 name = _text(pynvml.nvmlDeviceGetName(handle))
                 total = int(self._memory(pynvml, handle).total)
-                devices.append((cuda_index, handle, name, total, uuids[nvml_index]))
+                devices.append((cuda_index, handle, name, total, uuids[nvml_index], nvml_index))
             self.devices = devices
             self.nvml = pynvml
         except Exception as exc:
@@ -710,21 +983,41 @@ class DeviceSampler:
                 self._memory_v2 = False  # old nvidia-ml-py or driver: v1 from now on
         return nvml.nvmlDeviceGetMemoryInfo(handle)
 
+    def processes(self, cuda_index):
+        """(free bytes, total bytes, [(pid, used bytes or None)]) on one device from NVML, or
+        None without NVML or for an unknown index."""
+        nvml = self.nvml
+        for index, handle, _name, _total, _uuid, _nvml_index in self.devices:
+            if index != cuda_index or nvml is None:
+                continue
+            try:
+                mem = self._memory(nvml, handle)
+                procs = [
+                    (int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory))
+                    for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+                ]
+                return int(mem.free), int(mem.total), procs
+            except Exception:
+                return None
+        return None
+
     def describe(self):
-        """Devices for ``hello``: [{index, name, total (bytes), uuid}]."""
+        """Devices for ``hello``: [{index (CUDA), nvmlIndex, name, total (bytes), uuid}]."""
         return [
-            {"index": index, "name": name, "total": total, "uuid": uuid}
-            for index, _handle, name, total, uuid in self.devices
+            {"index": index, "nvmlIndex": nvml_index, "name": name, "total": total, "uuid": uuid}
+            for index, _handle, name, total, uuid, nvml_index in self.devices
         ]
 
     def sample(self, on_error=None):
         """Per-device figures for ``sample`` (list of dicts sorted by CUDA index): ``used`` /
         ``total`` device memory and ``process`` (this pid's share) from NVML, ``allocated`` /
-        ``reserved`` from torch; bytes, None where not measurable. NVML failures are passed to
-        ``on_error(exception)``."""
+        ``reserved`` from torch, ``cached`` (reserved - allocated) and ``nonTorch`` (process -
+        reserved); bytes, None where not measurable. ``processHidden``: NVML lists no process
+        with this pid although torch reserves memory (another pid namespace). NVML failures are
+        passed to ``on_error(exception)``."""
         devices = {}
         nvml = self.nvml
-        for index, handle, _name, total, _uuid in self.devices if nvml is not None else ():
+        for index, handle, _name, total, _uuid, _nvml in self.devices if nvml is not None else ():
             entry = {
                 "index": index,
                 "used": None,
@@ -770,6 +1063,15 @@ class DeviceSampler:
                 # namespace (containers). Unknown rather than 0.
                 if entry["process"] == 0 and entry["reserved"] > 0:
                     entry["process"] = None
+                    entry["processHidden"] = True
+        for entry in devices.values():
+            allocated, reserved, process = entry["allocated"], entry["reserved"], entry["process"]
+            entry["cached"] = reserved - allocated if reserved is not None else None
+            # the part of this process's usage PyTorch does not hold: CUDA context, cuBLAS /
+            # cuDNN workspaces and modules, other allocators
+            both = process is not None and reserved is not None
+            entry["nonTorch"] = max(0, process - reserved) if both else None
+            entry.setdefault("processHidden", False)
         return [devices[i] for i in sorted(devices)]
 
 
@@ -797,6 +1099,8 @@ class Agent:
         self.sample_seq = itertools.count(1)
         self.inventory_seq = itertools.count(1)
         self.clean_snapshot = None
+        self.last_inventory = None  # (fingerprint, inventory dict) of the last full inventory
+        self._module_dicts = None  # (len(sys.modules), frozenset of module __dict__ ids)
         self.devices = DeviceSampler()
         self.pid = os.getpid()
         self.configure(config)
@@ -1013,9 +1317,15 @@ class Agent:
             self.ensure_tracking()
             count = getattr(result, "execution_count", None)
             count = count if isinstance(count, int) and not isinstance(count, bool) else None
-            inventory = self.build_inventory(count)
+            inventory = self.build_inventory(count, reuse=snapshot is None)
             if inventory is not None:
                 self.broadcast(inventory)
+            error = _vars(result).get("error_in_exec") if result is not None else None
+            if inventory is not None and _is_cuda_oom(error):
+                try:
+                    self.broadcast(self._oom(error, count, inventory))
+                except Exception as exc:
+                    self.error("inventory", exc)
             if snapshot is not None:
                 try:
                     self.broadcast(self._cleaned(snapshot, count))
@@ -1075,15 +1385,79 @@ class Agent:
 
     # ---- inventory
 
-    def build_inventory(self, execution_count):
+    def build_inventory(self, execution_count, reuse=False):
         """The ``inventory`` message (dict), or None when building it failed (an ``error``
-        message was sent instead)."""
+        message was sent instead). ``reuse``: when nothing the inventory depends on changed
+        since the last one (``_fingerprint``), re-send that one (``skipped: true``)."""
         started = time.perf_counter()
         try:
-            return self._inventory(execution_count, started)
+            fingerprint = self._fingerprint()
+            last = self.last_inventory
+            if reuse and last is not None and fingerprint == last[0]:
+                inventory = dict(last[1])
+                inventory.update(
+                    t=time.time(),
+                    seq=next(self.inventory_seq),
+                    executionCount=execution_count,
+                    durationMs=(time.perf_counter() - started) * 1000.0,
+                    skipped=True,
+                )
+                return inventory
+            self.last_inventory = None
+            inventory = self._inventory(execution_count, started)
+            # the fingerprint after the walk: the walk itself adds unpickled models
+            self.last_inventory = (self._fingerprint(), inventory)
+            return inventory
         except (Exception, KeyboardInterrupt) as exc:
+            self.last_inventory = None
             self.error("inventory", exc)
             return None
+
+    def _fingerprint(self):
+        """What an inventory depends on, cheaply (tuple, compared with ==; holds no user
+        object): the tracked-module set (its change count), torch's allocated bytes per
+        device, the user namespace's bindings with one level of their content (ids of a
+        container's items or of an object's attributes, up to ``FINGERPRINT_ITEMS``; the
+        length beyond), the output cache and the display hook's slots, and the last
+        exception."""
+        shell = self.shell
+        parts = [self.tracker.changes, _torch() is not None, self._torch_memory()]
+        for space in (shell.user_ns, shell.user_ns_hidden):
+            for name, value in list(space.items()):
+                cls = type(value)
+                if cls in _LEAF_TYPES or (isinstance(name, str) and _SYSTEM_NAME.match(name)):
+                    continue
+                if cls in _PLAIN_CONTAINERS:
+                    size = len(value)
+                    if size <= FINGERPRINT_ITEMS:
+                        items = value.values() if cls is dict else value
+                        parts.append((name, id(value), tuple(map(id, items))))
+                    else:
+                        parts.append((name, id(value), size))
+                    continue
+                attrs = None if issubclass(cls, _OPAQUE_TYPES) else _vars(value)
+                if attrs and len(attrs) <= FINGERPRINT_ITEMS:
+                    parts.append((name, id(value), tuple(map(id, list(attrs.values())))))
+                else:
+                    parts.append((name, id(value)))
+        cache = _output_cache(shell)
+        parts.append(tuple(map(id, list(cache.values()))) if type(cache) is dict else None)
+        displayhook = getattr(shell, "displayhook", None)
+        slots = _vars(displayhook) if displayhook is not None else {}
+        parts.append(tuple(id(slots.get(k)) for k in ("_", "__", "___")))
+        last = getattr(shell, "last_execution_result", None)
+        last_vars = _vars(last) if last is not None else {}
+        parts.append(
+            (
+                id(getattr(sys, "last_value", None)),
+                id(getattr(sys, "last_exc", None)),
+                id(getattr(sys, "last_traceback", None)),
+                id(getattr(getattr(shell, "InteractiveTB", None), "tb", None)),
+                id(last_vars.get("error_in_exec")),
+                id(last_vars.get("result")),
+            )
+        )
+        return tuple(parts)
 
     def _models(self):
         """Top-level models: (tops, parent) from ``module_forest`` over the tracked modules;
@@ -1094,74 +1468,47 @@ class Agent:
         torch = _torch()
         cuda = _cuda_initialized(torch)
         shell = self.shell
-        models = []
-        found = {}  # id(module) -> module reached by the walk
-        holders = {}  # id(module) -> {(kind, name): None} in discovery order
-
-        def reach(kind, name):
-            def on_module(module):
-                found[id(module)] = module
-                holders.setdefault(id(module), {})[(kind, name)] = None
-
-            return on_module
-
+        optimizer_type = None
         if torch is not None:
             walker = Walker(torch.Tensor, torch.nn.Module, self._skip_ids())
+            optim = getattr(torch, "optim", None)
+            optimizer_type = getattr(optim, "Optimizer", None) if optim is not None else None
             # A model's plain attributes (a trainer, its EMA copy, an optimizer...) are walked
-            # too, so models hanging off a model count as held by the same names. Known
-            # submodules are not expanded.
+            # too: what hangs off a model is reported as its parts. Known submodules are not
+            # expanded.
             _tops, known_parent = self._models()
             walker.expand_module = lambda module: id(module) not in known_parent
             walker.module_internals = _module_internals(torch)
             del _tops
-            for kind, roots in (
-                ("variable", self._variable_roots(shell)),
-                ("output", self._output_roots(shell)),
-            ):
-                walker.start_phase()
-                for name, value in roots:
-                    on_module = reach(kind, name)
-                    for module in walker.modules_from(value):
-                        on_module(module)
-                del roots
         else:
             walker = Walker(None, None, self._skip_ids())
+        roots = []  # (kind, name, Reach) in attribution order
+        variables = self._variable_roots(shell)
+        if torch is not None:
+            for kind, pairs in (("variable", variables), ("output", self._output_roots(shell))):
+                walker.start_phase()
+                for name, value in pairs:
+                    roots.append((kind, name, walker.reach(value, _storage_of, optimizer_type)))
+                del pairs
         walker.start_phase()
-        last_error = self._walk_last_error(shell, walker, reach)
+        last_error = self._walk_last_error(shell, walker, roots, optimizer_type)
         truncated = walker.truncated
         walker.expand_module = None
+        walker.parents = {}
+        census = {
+            "models": [],
+            "roots": [],
+            "unattributed": {},
+            "tensors": [],
+            "graphs": [],
+        }
         if torch is not None:
-            for module in found.values():
-                self.tracker.add(module)  # e.g. unpickled models the hooks never saw
-            tops, parent = self._models()
-            owner_holders = {}
-            for key, pairs in holders.items():
-                owner = found[key]
-                hops = 0
-                while id(owner) in parent and hops < 10000:
-                    owner = parent[id(owner)]
-                    hops += 1
-                bucket = owner_holders.setdefault(id(owner), {})
-                for pair in pairs:
-                    bucket[pair] = None
-            found.clear()
-            for module, order in tops:
-                try:
-                    entry = self._model_entry(
-                        module, order, owner_holders.get(id(module), {}), truncated
-                    )
-                except Exception as exc:
-                    self.error("inventory", exc)
-                    continue
-                if entry is not None:
-                    models.append(entry)
-            del tops, parent
-            if len(models) > MAX_MODELS:
-                # keep the largest; the rest is said to be cut
-                models.sort(key=lambda m: sum(m["bytes"].values()), reverse=True)
-                del models[MAX_MODELS:]
-                models.sort(key=lambda m: m["order"])
-                truncated = True
+            for _kind, _name, found in roots:
+                for module, _suffix, _via, _rel in found.modules:
+                    self.tracker.add(module)  # e.g. unpickled models the hooks never saw
+            census = self._census(roots, truncated, cuda, torch, variables)
+            truncated = truncated or census["cut"]
+        del roots, variables
         return {
             "protocol": PROTOCOL,
             "type": "inventory",
@@ -1169,32 +1516,412 @@ class Agent:
             "seq": next(self.inventory_seq),
             "executionCount": execution_count,
             "durationMs": (time.perf_counter() - started) * 1000.0,
+            "skipped": False,
             "torchImported": torch is not None,
             "cudaInitialized": cuda,
             "truncated": bool(truncated),
-            "models": models,
+            "models": census["models"],
             "lastError": last_error,
+            "roots": census["roots"],
+            "unattributed": census["unattributed"],
+            "tensors": census["tensors"],
+            "graphs": census["graphs"],
         }
 
-    def _model_entry(self, module, order, holder_pairs, truncated=False):
+    def _census(self, roots, truncated, cuda, torch, variables):
+        """Models with holders and parts, bytes per root, loose tensors and graph holders (see
+        the ``inventory`` message). ``roots``: [(kind, name, Reach)] in attribution order;
+        ``variables``: the user variables [(name, value)]."""
+        tops, parent = self._models()
+
+        def owner(module):
+            current = module
+            hops = 0
+            while id(current) in parent and hops < 10000:
+                current = parent[id(current)]
+                hops += 1
+            return current
+
+        # who reaches each top-level model, and whether only through another model
+        holders = {}  # id(top) -> {(kind, name): path}
+        direct = set()  # ids of tops some root reaches not through another model
+        via_of = {}  # id(top) -> (id(model above), path from it)
+        for kind, name, found in roots:
+            for module, suffix, via, rel in found.modules:
+                top = owner(module)
+                holders.setdefault(id(top), {}).setdefault((kind, name), name + suffix)
+                via_top = owner(via) if via is not None else None
+                if via_top is None or via_top is top:
+                    direct.add(id(top))
+                elif id(top) not in via_of:
+                    via_of[id(top)] = (id(via_top), rel)
+
+        def listed(key, hops=0):
+            """The listed model a top belongs to (its own id when it is listed)."""
+            while key in via_of and key not in direct and hops < 100:
+                key = via_of[key][0]
+                hops += 1
+            return key
+
+        stats = {}
+        for module, _order in tops:
+            try:
+                stats[id(module)] = model_stats(module, self._inventory_error)
+            except Exception as exc:
+                self.error("inventory", exc)
+        params = {}
+        for _count, storages, _has in stats.values():
+            params.update(storages)
+        graphs, graphs_cut = self._graph_holders(torch, variables, params)
+        graph_storages = {}  # variable name -> {storage: nbytes} its graphs keep
+        for graph in graphs:
+            graph_storages[graph["name"]] = graph.pop("storages")
+        # parts: models and tensors under a listed model, each storage counted once
+        part_list = {}  # id(listed) -> [part dict]
+        counted = {}  # id(listed) -> set of storage keys
+        for module, _order in tops:
+            key = id(module)
+            if key not in stats or not stats[key][2] or listed(key) != key:
+                continue
+            counted[key] = set(stats[key][1])
+            part_list[key] = []
+        for module, _order in tops:
+            key = id(module)
+            home = listed(key)
+            if home == key or home not in counted or key not in stats or not stats[key][2]:
+                continue
+            storages = stats[key][1]
+            fresh = {k: n for k, n in storages.items() if k not in counted[home]}
+            counted[home].update(storages)
+            path = via_of[key][1].lstrip(".")
+            part_list[home].append(
+                {
+                    "path": _short(path or type(module).__name__),
+                    "kind": "model",
+                    "className": _short(type(module).__name__),
+                    "bytes": _bytes_by_device(fresh),
+                }
+            )
+        groups = {}  # (id(listed), id(group)) -> part dict
+        for _kind, _name, found in roots:
+            for storage, (nbytes, via, group, _big) in found.storages.items():
+                if via is None or group is None:
+                    continue
+                home = listed(via)
+                # a storage of a live model's own tensors is that model's, wherever found
+                if home not in counted or storage in counted[home] or storage in params:
+                    continue
+                counted[home].add(storage)
+                obj, rel = group
+                part = groups.get((home, id(obj)))
+                if part is None:
+                    is_opt = self._is_optimizer(obj, torch)
+                    part = groups[(home, id(obj))] = {
+                        "path": _short(rel.lstrip(".") or type(obj).__name__),
+                        "kind": "optimizer" if is_opt else "tensor",
+                        "className": _short(type(obj).__name__),
+                        "bytes": {},
+                    }
+                    part_list[home].append(part)
+                device = storage[0]
+                part["bytes"][device] = part["bytes"].get(device, 0) + nbytes
+        # models
+        models = []
+        keeps = {}  # id(listed) -> {storage: nbytes}: own storages and parts
+        for module, order in tops:
+            key = id(module)
+            if key not in counted:
+                continue
+            keeps[key] = dict(stats[key][1])
+            entry = self._model_entry(
+                module,
+                order,
+                holders.get(key, {}),
+                stats[key],
+                part_list[key][:MAX_PARTS],
+                truncated,
+            )
+            if entry is not None:
+                models.append(entry)
+        for _kind, _name, found in roots:
+            for storage, (nbytes, via, _group, _big) in found.storages.items():
+                if via is None:
+                    continue
+                home = listed(via)
+                if home in keeps:
+                    keeps[home][storage] = nbytes
+        for module, _order in tops:
+            key = id(module)
+            home = listed(key)
+            if home != key and home in keeps and key in stats:
+                keeps[home].update(stats[key][1])
+        cut = False
+        if len(models) > MAX_MODELS:
+            # keep the largest; the rest is said to be cut
+            models.sort(key=lambda m: sum(m["bytes"].values()), reverse=True)
+            del models[MAX_MODELS:]
+            models.sort(key=lambda m: m["order"])
+            cut = True
+        # bytes per root, every storage counted once, in root order
+        attributed = set()
+        per_root = {}  # (kind, name) -> [bytes by device, models, tensors]
+        loose = {}  # storage -> (nbytes, kind, path, meta)
+        for kind, name, found in roots:
+            entry = per_root.setdefault((kind, name), [{}, set(), 0])
+            kept = {}
+            for module, _suffix, _via, _rel in found.modules:
+                home = listed(id(owner(module)))
+                if home in keeps:
+                    entry[1].add(home)
+                    kept.update(keeps[home])
+            for storage, (nbytes, via, _group, big) in found.storages.items():
+                if via is None and storage not in params:
+                    kept[storage] = nbytes
+                    if storage not in attributed:
+                        entry[2] += 1
+                    if big is not None and storage not in loose:
+                        loose[storage] = (nbytes, kind, name + big[0], big[1])
+            if kind == "variable":
+                kept.update(graph_storages.get(name, {}))
+            for storage, nbytes in kept.items():
+                if storage not in attributed:
+                    attributed.add(storage)
+                    entry[0][storage[0]] = entry[0].get(storage[0], 0) + nbytes
+        hidden = {}
+        hidden_models = set()
+        for key, keep in keeps.items():
+            if key in holders:
+                continue
+            hidden_models.add(key)
+            for storage, nbytes in keep.items():
+                if storage not in attributed:
+                    attributed.add(storage)
+                    hidden[storage[0]] = hidden.get(storage[0], 0) + nbytes
+        root_list = []
+        for (kind, name), (by_device, reached, tensors) in per_root.items():
+            if by_device or reached:
+                root_list.append(
+                    {
+                        "kind": kind,
+                        "name": _short(name),
+                        "bytes": by_device,
+                        "models": len(reached),
+                        "tensors": tensors,
+                    }
+                )
+        if hidden_models:
+            root_list.append(
+                {
+                    "kind": "hidden",
+                    "name": UNKNOWN_HOLDER if truncated else HIDDEN_HOLDER,
+                    "bytes": hidden,
+                    "models": len(hidden_models),
+                    "tensors": 0,
+                }
+            )
+        root_list.sort(key=lambda r: sum(r["bytes"].values()), reverse=True)
+        cut = cut or len(root_list) > MAX_ROOTS
+        del root_list[MAX_ROOTS:]
+        unattributed = {}
+        memory = self._torch_memory() if cuda else None
+        for device, (allocated, _reserved) in (memory or {}).items():
+            total = sum(r["bytes"].get(device, 0) for r in root_list)
+            unattributed[device] = max(0, allocated - total)
+        tensors = [
+            {
+                "path": _short(path),
+                "kind": kind,
+                "device": storage[0],
+                "bytes": nbytes,
+                **meta,
+            }
+            for storage, (nbytes, kind, path, meta) in sorted(
+                loose.items(), key=lambda item: item[1][0], reverse=True
+            )[:MAX_TENSORS]
+        ]
+        del tops, stats, keeps
+        return {
+            "models": models,
+            "roots": root_list,
+            "unattributed": unattributed,
+            "tensors": tensors,
+            "graphs": graphs,
+            "cut": cut or graphs_cut,
+        }
+
+    def _graph_holders(self, torch, variables, params):
+        """User variables keeping autograd graphs alive (the ``graphs`` of an inventory).
+
+        ``variables``: [(name, value)] user variables; ``params``: {storage key: nbytes} of the
+        live models (excluded from the estimate, they live anyway). A variable counts when it
+        is a tensor with ``grad_fn`` whose graph saves tensors, or a list/tuple/dict/set
+        holding such tensors directly or in containers nested once. Bytes are estimated from
+        the graphs: the tensors plus the unique storages the graphs' nodes saved for backward
+        (``_saved_*``), leaf tensors that require grad (parameters) left out. At most
+        ``GRAPH_NODES`` nodes per inventory. Returns (list, truncated)."""
+        tensor_type = torch.Tensor
+        budget = [GRAPH_NODES]
+        cut = False
+        out = []
+        for name, value in variables:
+            if len(out) >= MAX_GRAPH_HOLDERS:
+                cut = True
+                break
+            cls = type(value)
+            if issubclass(cls, tensor_type):
+                container = "tensor"
+                found = [value] if _grad_fn(value) is not None else []
+                path = name
+            elif cls in _PLAIN_CONTAINERS:
+                container = cls.__name__
+                found, label, many = self._grad_tensors(value, tensor_type)
+                cut = cut or many
+                path = name + (label or "")
+            else:
+                continue
+            if not found:
+                continue
+            storages, nodes, partial = self._graph_bytes(found, tensor_type, params, budget)
+            cut = cut or partial
+            if container == "tensor" and len(storages) <= 1:
+                continue  # a lone tensor whose graph saves nothing (backward already ran)
+            fn = _grad_fn(found[0])
+            out.append(
+                {
+                    "name": _short(name),
+                    "path": _short(path),
+                    "container": container,
+                    "count": len(found),
+                    "gradFn": _short(type(fn).__name__, 100),
+                    "bytes": _bytes_by_device(storages),
+                    "nodes": nodes,
+                    "truncated": partial,
+                    "storages": storages,  # for the census; removed before sending
+                }
+            )
+        return out, cut
+
+    @staticmethod
+    def _grad_tensors(value, tensor_type):
+        """Tensors with ``grad_fn`` in a container and in containers nested once in it.
+
+        Returns (tensors, label, cut): ``label`` the path suffix of the nested container when
+        all of them sit in one (``"['loss']"``), else None; ``cut`` when ``GRAPH_ITEMS`` items
+        were not enough."""
+        found = []
+        homes = set()
+        label = None
+        seen = 0
+
+        def items(container):
+            if type(container) is dict:
+                return container.items()
+            return ((None, item) for item in container)
+
+        for key, item in itertools.islice(items(value), GRAPH_ITEMS):
+            seen += 1
+            cls = type(item)
+            if issubclass(cls, tensor_type):
+                if _grad_fn(item) is not None:
+                    found.append(item)
+                    homes.add(None)
+            elif cls in _PLAIN_CONTAINERS:
+                for _inner_key, inner in itertools.islice(items(item), GRAPH_ITEMS - seen):
+                    seen += 1
+                    if issubclass(type(inner), tensor_type) and _grad_fn(inner) is not None:
+                        if id(item) not in homes:
+                            homes.add(id(item))
+                            label = _edge_label(value, item, None) if key is None else None
+                            label = label or _key_label(key)
+                        found.append(inner)
+            if seen >= GRAPH_ITEMS:
+                break
+        if len(homes) != 1 or None in homes:
+            label = None
+        total = len(value) + sum(len(v) for _k, v in items(value) if type(v) in _PLAIN_CONTAINERS)
+        return found, label, seen < total
+
+    @staticmethod
+    def _graph_bytes(tensors, tensor_type, params, budget):
+        """({storage key: nbytes}, nodes visited, cut) for the graphs behind ``tensors``."""
+        storages = {}
+
+        def add(tensor):
+            if tensor.is_leaf and tensor.requires_grad:
+                return
+            measured = _storage_of(tensor)
+            if measured is not None and measured[0] not in params:
+                storages[measured[0]] = measured[1]
+
+        stack = []
+        seen = set()
+        for tensor in tensors:
+            with contextlib.suppress(Exception):
+                add(tensor)
+            fn = _grad_fn(tensor)
+            if fn is not None and id(fn) not in seen:
+                seen.add(id(fn))
+                stack.append(fn)
+        nodes = 0
+        while stack:
+            if budget[0] <= 0:
+                return storages, nodes, True
+            budget[0] -= 1
+            node = stack.pop()
+            nodes += 1
+            for attr in _saved_names(type(node)):
+                try:
+                    saved = getattr(node, attr)
+                except Exception:
+                    continue  # freed by backward, or not a tensor slot
+                if isinstance(saved, tensor_type):
+                    with contextlib.suppress(Exception):
+                        add(saved)
+                elif type(saved) in (tuple, list):
+                    for item in saved:
+                        if isinstance(item, tensor_type):
+                            with contextlib.suppress(Exception):
+                                add(item)
+            try:
+                nexts = node.next_functions
+            except Exception:
+                nexts = ()
+            for nxt, _index in nexts:
+                if nxt is not None and id(nxt) not in seen:
+                    seen.add(id(nxt))
+                    stack.append(nxt)
+        return storages, nodes, False
+
+    @staticmethod
+    def _is_optimizer(obj, torch):
+        try:
+            return isinstance(obj, torch.optim.Optimizer)
+        except Exception:
+            return False
+
+    def _model_entry(self, module, order, holder_paths, stats, parts, truncated=False):
         cls = type(module)
         class_name = getattr(cls, "__name__", "Module")
         cls_module = getattr(cls, "__module__", "") or ""
         if not isinstance(cls_module, str):
             cls_module = ""
-        parameters, storages, has_tensors = model_stats(module, self._inventory_error)
+        parameters, storages, has_tensors = stats
         if not has_tensors:
             return None
         family = model_family(cls_module)
         kinds_order = {"variable": 0, "output": 1, "traceback": 2}
-        pairs = sorted(holder_pairs, key=lambda p: kinds_order.get(p[0], 3))
-        holders = [{"kind": kind, "name": _short(name)} for kind, name in pairs[:MAX_HOLDERS]]
+        pairs = sorted(holder_paths.items(), key=lambda p: kinds_order.get(p[0][0], 3))
+        holders = [
+            {"kind": kind, "name": _short(name), "path": _short(path)}
+            for (kind, name), path in pairs[:MAX_HOLDERS]
+        ]
         unknown = False
         if not holders:
             # Nothing reached it. After a cut walk that proves nothing: a name may still hold it,
             # so it is not called stale (nothing offers to free it).
             unknown = truncated
-            holders = [{"kind": "hidden", "name": UNKNOWN_HOLDER if unknown else HIDDEN_HOLDER}]
+            name = UNKNOWN_HOLDER if unknown else HIDDEN_HOLDER
+            holders = [{"kind": "hidden", "name": name, "path": name}]
         return {
             "id": hex(id(module)),
             "order": order,
@@ -1204,6 +1931,11 @@ class Agent:
             "label": _short(model_label(module, class_name, family)),
             "parameters": parameters,
             "bytes": _bytes_by_device(storages),
+            # small tensor groups (a stride, a loss's constants) are counted in the roots' bytes
+            # but not listed
+            "parts": [
+                p for p in parts if p["kind"] != "tensor" or sum(p["bytes"].values()) >= BIG_TENSOR
+            ],
             "holders": holders,
             "stale": not unknown and not any(h["kind"] == "variable" for h in holders),
         }
@@ -1241,12 +1973,32 @@ class Agent:
         ):
             if obj is not None:
                 skip.add(id(obj))
-        for module in list(sys.modules.values()):
-            if issubclass(type(module), types.ModuleType):
-                for ref in gc.get_referents(module):
-                    if type(ref) is dict:
-                        skip.add(id(ref))
+        skip.update(self._module_dict_ids())
         return skip
+
+    def _module_dict_ids(self):
+        """ids of the ``__dict__`` of every imported module (frozenset), recomputed only when
+        the number of entries in ``sys.modules`` changed (a module's dict keeps its identity
+        for the module's life)."""
+        modules = sys.modules
+        cached = self._module_dicts
+        if cached is not None and cached[0] == len(modules):
+            return cached[1]
+        ids = set()
+        for module in list(modules.values()):
+            if issubclass(type(module), types.ModuleType):
+                # Never gc.get_referents(module): CPython 3.12 before 3.12.6 hands out freed
+                # objects from _asyncio's free list there, and the next collection loops
+                # forever (python/cpython#122695; it hung kernels in their first import).
+                try:
+                    ref = _MODULE_DICT.__get__(module)
+                except Exception:
+                    continue
+                if type(ref) is dict:
+                    ids.add(id(ref))
+        ids = frozenset(ids)
+        self._module_dicts = (len(modules), ids)
+        return ids
 
     @staticmethod
     def _variable_roots(shell):
@@ -1333,9 +2085,10 @@ class Agent:
                     stack.append(nxt)
         return out
 
-    def _walk_last_error(self, shell, walker, reach):
-        """Walk the last traceback: model holders named ``last traceback (<frame>)`` and the
-        ``lastError`` dict (or None when there is no last exception)."""
+    def _walk_last_error(self, shell, walker, roots, optimizer_type):
+        """Walk the last traceback: appends (``"traceback"``, ``"last traceback (<frame>)"``,
+        Reach) to ``roots`` and returns the ``lastError`` dict (or None when there is no last
+        exception)."""
         excs = self._exceptions(shell)
         tbs = [getattr(sys, "last_traceback", None)]
         tbs.append(getattr(getattr(shell, "InteractiveTB", None), "tb", None))
@@ -1368,15 +2121,9 @@ class Agent:
         frame_entries = []
         for frame in frames:
             name = frame.f_code.co_name
-            storages = {}
-
-            def on_tensor(tensor, storages=storages):
-                try:
-                    _add_storage(tensor, storages)
-                except Exception as exc:
-                    self.error("inventory", exc)
-
-            walker.walk(frame, reach("traceback", f"last traceback ({name})"), on_tensor)
+            found = walker.reach(frame, _storage_of, optimizer_type)
+            roots.append(("traceback", f"last traceback ({name})", found))
+            storages = {key: value[0] for key, value in found.storages.items()}
             total.update(storages)
             frame_entries.append(
                 {
@@ -1386,17 +2133,10 @@ class Agent:
                 }
             )
         innermost = frames[-1].f_code.co_name if frames else "exception"
-        exc_storages = {}
-
-        def on_exc_tensor(tensor):
-            try:
-                _add_storage(tensor, exc_storages)
-            except Exception as exc:
-                self.error("inventory", exc)
-
         for exc in excs:
-            walker.walk(exc, reach("traceback", f"last traceback ({innermost})"), on_exc_tensor)
-        total.update(exc_storages)
+            found = walker.reach(exc, _storage_of, optimizer_type)
+            roots.append(("traceback", f"last traceback ({innermost})", found))
+            total.update({key: value[0] for key, value in found.storages.items()})
         if excs:
             kind = type(excs[0]).__name__
             message = _describe(excs[0])[len(kind) + 2 :]
@@ -1410,6 +2150,80 @@ class Agent:
             "message": _short(message),
             "frames": frame_entries,
             "bytes": _bytes_by_device(total),
+        }
+
+    # ---- out of memory
+
+    def _oom(self, exc, execution_count, inventory):
+        """The ``oom`` message (dict) for a cell that failed with a CUDA out-of-memory error:
+        figures parsed from the message, NVML and torch now, and what the inventory says
+        holds memory on that device."""
+        text = _describe(exc)
+        kind = type(exc).__name__
+        message = text[len(kind) + 2 :] if text.startswith(kind + ": ") else text
+        try:
+            full = str(exc)
+        except Exception:
+            full = message
+        parsed = parse_oom_message(full)
+        torch = _torch()
+        index = parsed["gpu"]
+        if index is None and _cuda_initialized(torch):
+            with contextlib.suppress(Exception):
+                index = int(torch.cuda.current_device())
+        if index is None and self.devices.devices:
+            index = self.devices.devices[0][0]
+        device = f"cuda:{index}" if index is not None else None
+        nvml = self.devices.processes(index) if index is not None else None
+        process = None
+        others = []
+        free = parsed["free"]
+        total = parsed["total"]
+        if nvml is not None:
+            dev_free, dev_total, procs = nvml
+            free = dev_free if free is None else free
+            total = dev_total if total is None else total
+            for pid, used in procs:
+                if pid == self.pid:
+                    process = (process or 0) + used if used is not None else process
+                else:
+                    others.append({"pid": pid, "used": used})
+        memory = self._torch_memory() or {}
+        allocated, reserved = memory.get(device, (None, None))
+
+        def on_device(by_device):
+            return int(by_device.get(device, 0)) if device is not None else 0
+
+        stale = []
+        for model in inventory.get("models", ()):
+            if model.get("stale"):
+                nbytes = on_device(model["bytes"]) + sum(
+                    on_device(p["bytes"]) for p in model.get("parts", ())
+                )
+                stale.append({"id": model["id"], "label": model["label"], "bytes": nbytes})
+        last_error = inventory.get("lastError")
+        ultralytics = sys.modules.get("ultralytics")
+        version = getattr(ultralytics, "__version__", None) if ultralytics else None
+        torch_version = getattr(torch, "__version__", None) if torch is not None else None
+        return {
+            "protocol": PROTOCOL,
+            "type": "oom",
+            "executionCount": execution_count,
+            "errorType": _short(kind),
+            "message": _short(message),
+            "device": device,
+            "requested": parsed["requested"],
+            "free": free,
+            "total": total,
+            "process": process,
+            "processes": others[:64],
+            "allocated": allocated,
+            "reserved": reserved,
+            "stale": stale[:MAX_MODELS],
+            "traceback": on_device(last_error["bytes"]) if last_error else 0,
+            "graphs": sum(on_device(g["bytes"]) for g in inventory.get("graphs", ())),
+            "torch": _short(str(torch_version), 64) if torch_version is not None else None,
+            "ultralytics": _short(str(version), 64) if version is not None else None,
         }
 
     # ---- clean
@@ -1476,6 +2290,61 @@ class Agent:
             "allocated": allocated,
             "reserved": reserved,
         }
+
+
+_UNITS = {"b": 1, "bytes": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+_SIZE = r"(\d+(?:\.\d+)?)\s*(bytes|[KMGT]i?B|B)"
+
+
+def _size(number, unit):
+    """Bytes (int) of e.g. ("20.00", "MiB"); torch prints binary units, "GB" is read as GiB."""
+    unit = unit.lower()
+    if len(unit) == 2:  # "GB": binary, as torch means it
+        unit = unit[0] + "ib"
+    return int(float(number) * _UNITS.get(unit, 1))
+
+
+def parse_oom_message(text):
+    """Figures in a CUDA out-of-memory message (dict of int or None): ``requested`` ("Tried
+    to allocate 20.00 MiB"), ``gpu`` (the CUDA index in "GPU 0"), ``total`` and ``free``
+    (torch >= 2.1: "GPU 0 has a total capacity of 79.19 GiB of which 3.19 MiB is free";
+    1.x: "(GPU 0; 15.78 GiB total capacity; ...; 3.19 MiB free; ...)"). Lenient: what is
+    missing is None."""
+    out = {"requested": None, "gpu": None, "total": None, "free": None}
+    if not isinstance(text, str):
+        return out
+    match = re.search(r"Tried to allocate " + _SIZE, text)
+    if match:
+        out["requested"] = _size(*match.groups())
+    match = re.search(r"GPU (\d+)", text)
+    if match:
+        out["gpu"] = int(match.group(1))
+    match = re.search(r"total capacity of " + _SIZE + r" of which " + _SIZE + " is free", text)
+    if match:
+        out["total"] = _size(*match.group(1, 2))
+        out["free"] = _size(*match.group(3, 4))
+    else:
+        total = re.search(_SIZE + r" total capacity", text)
+        free = re.search(_SIZE + r" free", text)
+        if total:
+            out["total"] = _size(*total.groups())
+        if free:
+            out["free"] = _size(*free.groups())
+    return out
+
+
+def _is_cuda_oom(exc):
+    """Whether ``exc`` is a CUDA out-of-memory error: ``torch.OutOfMemoryError`` (by class
+    name, torch is not imported here) or a message with "CUDA" and "out of memory"."""
+    if not isinstance(exc, BaseException):
+        return False
+    if any(cls.__name__ == "OutOfMemoryError" for cls in type(exc).__mro__):
+        return True
+    try:
+        text = str(exc)
+    except Exception:
+        return False
+    return "out of memory" in text and "CUDA" in text
 
 
 def _machinery_frame(frame):

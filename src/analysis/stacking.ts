@@ -3,7 +3,7 @@
  * kernel, typically because a model cell was run again (or a second
  * `YOLO(...)` was loaded) while the first instance is still alive.
  */
-import type { IInventory, IModelInfo } from '../protocol';
+import type { IHolder, IInventory, IModelInfo } from '../protocol';
 
 /** One group of stacked instances, oldest first. */
 export interface IStackedGroup {
@@ -74,19 +74,43 @@ function outputRank(name: string): number {
   return /^_\d+$/.test(name) ? 1 : 2;
 }
 
+/** 0 for a holder that names the object itself (path = root), else 1. */
+function indirect(holder: IHolder): number {
+  return holder.path === holder.name ? 0 : 1;
+}
+
+/**
+ * Holders in display order: user variables first, then the output cache
+ * (`Out[n]`, `_n`, then `_`, `__`, `___`), the last traceback, hidden; within
+ * a kind, roots that name the object itself before longer paths.
+ */
+export function sortHolders(holders: ReadonlyArray<IHolder>): IHolder[] {
+  return [...holders].sort(
+    (a, b) =>
+      KIND_RANK[a.kind] - KIND_RANK[b.kind] ||
+      indirect(a) - indirect(b) ||
+      (a.kind === 'output' ? outputRank(a.name) - outputRank(b.name) : 0) ||
+      a.name.length - b.name.length ||
+      a.name.localeCompare(b.name) ||
+      a.path.length - b.path.length ||
+      a.path.localeCompare(b.path)
+  );
+}
+
 /**
  * Names of the holders of a model for display: user variables first, then the
  * output cache (`Out[n]`, `_n`, then `_`, `__`, `___`), the last traceback,
  * hidden — e.g. `["Out[2]", "_2", "__"]`.
  */
 export function holderNames(model: IModelInfo): string[] {
-  return [...model.holders]
-    .sort(
-      (a, b) =>
-        KIND_RANK[a.kind] - KIND_RANK[b.kind] ||
-        (a.kind === 'output' ? outputRank(a.name) - outputRank(b.name) : 0) ||
-        a.name.length - b.name.length ||
-        a.name.localeCompare(b.name)
-    )
-    .map(h => h.name);
+  return sortHolders(model.holders).map(h => h.name);
+}
+
+/**
+ * Paths from the holders to a model, in the order of {@link holderNames} and
+ * once each — e.g. `["runs[0].model", "Out[2]"]`. A path is the root name
+ * followed by attributes and items (`model.trainer.ema.ema`).
+ */
+export function holderPaths(model: IModelInfo): string[] {
+  return [...new Set(sortHolders(model.holders).map(h => h.path || h.name))];
 }

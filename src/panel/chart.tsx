@@ -1,7 +1,8 @@
 /**
  * The VRAM time series (recharts, in the panel's lazy chunk): device used,
- * this kernel's process, PyTorch reserved and allocated, a dashed line at the
- * device total and a marker at each cell. At most ~500 points are drawn
+ * this kernel's process, PyTorch reserved and allocated, the two bands that
+ * are not live tensors (PyTorch's cache, the CUDA context and libraries), a
+ * dashed line at the device total and a marker at each cell. At most ~500 points are drawn
  * (min/max per bucket, so peaks stay visible).
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
@@ -27,14 +28,22 @@ export const MAX_CHART_POINTS = 500;
 /**
  * Colours: JupyterLab theme variables (light and dark). Reserved is drawn
  * dashed in the colour of allocated: it is allocated plus PyTorch's cache.
+ * The cache (dotted) and the CUDA context (grey) are bands that are not live
+ * tensors.
  */
 const COLORS: Record<SeriesKey, string> = {
   used: 'var(--jp-brand-color1)',
   process: 'var(--jp-warn-color1)',
   reserved: 'var(--jp-success-color1)',
-  allocated: 'var(--jp-success-color1)'
+  allocated: 'var(--jp-success-color1)',
+  cached: 'var(--jp-info-color1)',
+  nonTorch: 'var(--jp-ui-font-color3)'
 };
-const DASHES: Partial<Record<SeriesKey, string>> = { reserved: '5 3' };
+const DASHES: Partial<Record<SeriesKey, string>> = {
+  reserved: '5 3',
+  cached: '2 2',
+  nonTorch: '6 2 1 2'
+};
 
 /** Series labels, with where each figure comes from. */
 export function seriesLabels(
@@ -44,7 +53,27 @@ export function seriesLabels(
     used: trans.__('Device used (NVML)'),
     process: trans.__('This kernel (NVML)'),
     reserved: trans.__('PyTorch reserved'),
-    allocated: trans.__('PyTorch allocated')
+    allocated: trans.__('PyTorch allocated (in use by tensors)'),
+    cached: trans.__('Cached by PyTorch (free for this kernel)'),
+    nonTorch: trans.__('CUDA context and libraries (until restart)')
+  };
+}
+
+/** What each series means, for the legend's tooltips. */
+export function seriesHints(
+  trans: TranslationBundle
+): Record<SeriesKey, string> {
+  return {
+    used: trans.__('NVML: memory used on the device by all processes'),
+    process: trans.__('NVML: this kernel process, including the CUDA context'),
+    reserved: trans.__('PyTorch caching allocator: allocated plus its cache'),
+    allocated: trans.__('PyTorch: memory of live tensors'),
+    cached: trans.__(
+      'PyTorch reserved − allocated: free for this kernel, released by empty_cache()'
+    ),
+    nonTorch: trans.__(
+      'This kernel (NVML) − PyTorch reserved: CUDA context, cuBLAS/cuDNN and other libraries; freed only by restarting the kernel'
+    )
   };
 }
 
@@ -134,6 +163,7 @@ export function VramChart(props: IVramChartProps): JSX.Element {
   const { total, markers, scale, trans, size } = props;
   const data = downsampleMinMax(props.rows, SERIES, MAX_CHART_POINTS);
   const labels = seriesLabels(trans);
+  const hints = seriesHints(trans);
   const present = SERIES.filter(key => data.some(row => row[key] !== null));
   const yDomain: [number | string, number | string] =
     scale === 'device' && total !== null ? [0, total] : [0, 'auto'];
@@ -259,7 +289,11 @@ export function VramChart(props: IVramChartProps): JSX.Element {
         {present.map(key => {
           const last = lastValue(props.rows, key);
           return (
-            <li key={key} className={`jp-GpuHygiene-series-${key}`}>
+            <li
+              key={key}
+              className={`jp-GpuHygiene-series-${key}`}
+              title={hints[key]}
+            >
               <span className="jp-GpuHygiene-swatch" />
               {labels[key]}
               <span className="jp-GpuHygiene-value">{formatBytes(last)}</span>

@@ -2,23 +2,40 @@
  * What the VRAM panel shows, as pure functions of a kernel model and the
  * settings (unit-tested without a DOM).
  */
+import { memoryBands } from '../analysis/bands';
 import { cellRows, ICellRow } from '../analysis/cells';
 import type { SeriesRow } from '../analysis/downsample';
+import { graphRows, IGraphRow } from '../analysis/graphs';
 import {
   DEFAULT_HOLDER_SORT,
   holderRows,
   IHolderRow,
-  IHolderSort
+  IHolderSort,
+  IRootsSummary,
+  rootsSummary,
+  tensorRows
 } from '../analysis/holders';
 import { ILeakTrend, leakTrend } from '../analysis/trend';
 import type { AgentStatus, GpuKernelModel } from '../model';
-import type { ISample } from '../protocol';
+import type { ISample, ITensorInfo } from '../protocol';
 import type { IGpuSettings } from '../tokens';
 
 /** The chart's series, in drawing order. */
-export const SERIES = ['used', 'process', 'reserved', 'allocated'] as const;
+export const SERIES = [
+  'used',
+  'process',
+  'reserved',
+  'allocated',
+  'cached',
+  'nonTorch'
+] as const;
 
-/** A chart series: device used (NVML), this kernel (NVML), torch reserved and allocated. */
+/**
+ * A chart series: device used (NVML), this kernel (NVML), torch reserved and
+ * allocated, and two bands of this kernel's memory: PyTorch's cache
+ * (reserved − allocated, free for this kernel) and the CUDA context and
+ * libraries (process − reserved).
+ */
 export type SeriesKey = (typeof SERIES)[number];
 
 /** One chart row: bytes per series at time `t` (seconds since the epoch). */
@@ -63,6 +80,12 @@ export interface IPanelData {
   cells: ICellRow[];
   /** Who holds VRAM, sorted. */
   holders: IHolderRow[];
+  /** Bytes by root on the device shown (all devices without a GPU), or null before an inventory. */
+  roots: IRootsSummary | null;
+  /** The largest loose tensors on the device shown (all without a GPU). */
+  tensors: ITensorInfo[];
+  /** Variables that keep autograd graphs alive, largest first. */
+  graphs: IGraphRow[];
   /** Whether the inventory hit a walk bound (holders may be incomplete). */
   truncated: boolean;
   /** Leak trend of `device` (verdict `no-data` without a GPU). */
@@ -76,12 +99,15 @@ export function chartRows(
 ): ChartRow[] {
   return samples.map(sample => {
     const d = sample.devices.find(x => x.index === device);
+    const bands = d ? memoryBands(d) : null;
     return {
       t: sample.t,
       used: d?.used ?? null,
       process: d?.process ?? null,
       reserved: d?.reserved ?? null,
-      allocated: d?.allocated ?? null
+      allocated: d?.allocated ?? null,
+      cached: bands?.cached ?? null,
+      nonTorch: bands?.nonTorch ?? null
     };
   });
 }
@@ -169,6 +195,9 @@ export function panelData(
     markers: samples.length ? cellMarkers(cells, from, to) : [],
     cells,
     holders: holderRows(model.inventory, sort),
+    roots: rootsSummary(model.inventory, gpu ? `cuda:${chosen}` : null),
+    tensors: tensorRows(model.inventory, gpu ? `cuda:${chosen}` : null),
+    graphs: graphRows(model.inventory),
     truncated: model.inventory?.truncated ?? false,
     trend: leakTrend(cells, samples, chosen, settings)
   };

@@ -13,7 +13,10 @@ import { VramChart } from './chart';
 import {
   CellTable,
   EmptyState,
+  GraphsTable,
   HoldersTable,
+  RootsTable,
+  TensorsTable,
   TrendSummary
 } from './components';
 import { IPanelData, panelData } from './data';
@@ -38,6 +41,8 @@ export interface IPanelContentProps {
   onSort: (sort: IHolderSort) => void;
   onFree: (modelId: string) => void;
   onDelete: (modelId: string) => void;
+  /** "Fix…" on a graph holder (the variable's name). */
+  onFixGraph?: (name: string) => void;
   trans: TranslationBundle;
   /** Fixed chart size (tests). */
   chartSize?: { width: number; height: number };
@@ -163,6 +168,7 @@ export function PanelContent(props: IPanelContentProps): JSX.Element {
         trans={trans}
       />
       <h3 className="jp-GpuHygiene-heading">{trans.__('Who holds VRAM')}</h3>
+      {data.roots && <RootsTable summary={data.roots} trans={trans} />}
       <HoldersTable
         rows={data.holders}
         sort={props.sort}
@@ -172,6 +178,26 @@ export function PanelContent(props: IPanelContentProps): JSX.Element {
         truncated={data.truncated}
         trans={trans}
       />
+      {data.tensors.length > 0 && (
+        <>
+          <h4 className="jp-GpuHygiene-subheading">
+            {trans.__('Largest tensors outside models')}
+          </h4>
+          <TensorsTable tensors={data.tensors} trans={trans} />
+        </>
+      )}
+      {data.graphs.length > 0 && (
+        <>
+          <h4 className="jp-GpuHygiene-subheading">
+            {trans.__('Variables that keep autograd graphs alive')}
+          </h4>
+          <GraphsTable
+            graphs={data.graphs}
+            onFix={props.onFixGraph ?? (() => undefined)}
+            trans={trans}
+          />
+        </>
+      )}
       <h3 className="jp-GpuHygiene-heading">{trans.__('Cells')}</h3>
       <CellTable cells={data.cells} gpu={data.gpu} trans={trans} />
     </div>
@@ -219,6 +245,12 @@ function KernelView(props: {
                 void commands.execute(CommandIDs.deleteModel, {
                   kernelId,
                   modelId
+                })
+              }
+              onFixGraph={name =>
+                void commands.execute(CommandIDs.fixGraphHolder, {
+                  kernelId,
+                  name
                 })
               }
               trans={trans}

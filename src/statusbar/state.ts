@@ -3,8 +3,10 @@
  * the settings (so it is unit-tested without a DOM).
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
+import { memoryBands } from '../analysis/bands';
 import { formatBytes, isCudaDevice, sumBytes } from '../analysis/format';
 import type { GpuKernelModel } from '../model';
+import type { IDeviceSample } from '../protocol';
 import type { IGpuSettings } from '../tokens';
 
 /** Colour level of the gauge bar. */
@@ -49,12 +51,124 @@ export function levelOf(
   return 'ok';
 }
 
+/** Bands of the kernel's memory below which the "not a leak" note is not worth a line. */
+const NOTE_MIN_BYTES = 64 * 2 ** 20;
+
+/**
+ * The heading of a device: its NVML name and CUDA index, and nvidia-smi's
+ * number when CUDA_VISIBLE_DEVICES makes them differ.
+ */
+function deviceHeading(
+  model: GpuKernelModel,
+  index: number,
+  trans: TranslationBundle
+): string {
+  const info = model.hello?.devices.find(d => d.index === index);
+  const name = info?.name ?? `GPU ${index}`;
+  return info && info.nvmlIndex !== index
+    ? trans.__('%1 (cuda:%2, nvidia-smi GPU %3)', name, index, info.nvmlIndex)
+    : trans.__('%1 (cuda:%2)', name, index);
+}
+
+/**
+ * Tooltip lines for one device: NVML's device figure, this kernel's share and
+ * its bands (in use by tensors, cached by PyTorch, CUDA context and
+ * libraries), so that memory which is only cache and context does not read as
+ * a leak. The "not a leak" note needs no stale model on the device and more
+ * cache and context than live tensors.
+ */
+function deviceLines(
+  device: IDeviceSample,
+  heading: string,
+  staleBytes: number,
+  trans: TranslationBundle
+): string[] {
+  const lines = [heading];
+  if (device.used !== null && device.total !== null) {
+    lines.push(
+      trans.__(
+        'Device used: %1 of %2 (NVML, all processes)',
+        formatBytes(device.used),
+        formatBytes(device.total)
+      )
+    );
+  }
+  if (device.processHidden) {
+    lines.push(
+      trans.__(
+        'This kernel: NVML does not see this kernel’s process (container pid namespace); the figures below come from torch’s counters'
+      )
+    );
+  } else if (device.process === null) {
+    lines.push(
+      trans.__(
+        'This kernel: not listed by NVML (no CUDA context yet, or the kernel’s container hides its pid)'
+      )
+    );
+  } else {
+    lines.push(
+      trans.__(
+        'This kernel: %1 (NVML, includes the CUDA context)',
+        formatBytes(device.process)
+      )
+    );
+  }
+  const bands = memoryBands(device);
+  if (bands.allocated === null) {
+    lines.push(
+      trans.__(
+        'PyTorch: no allocator figures (torch not imported or CUDA not initialised in this kernel)'
+      )
+    );
+  } else {
+    lines.push(
+      trans.__(
+        'In use by tensors: %1 (PyTorch allocated)',
+        formatBytes(bands.allocated)
+      )
+    );
+    if (bands.cached !== null) {
+      lines.push(
+        trans.__(
+          'Cached by PyTorch: %1 — free for this kernel, released by empty_cache()',
+          formatBytes(bands.cached)
+        )
+      );
+    }
+  }
+  if (bands.nonTorch !== null) {
+    lines.push(
+      trans.__(
+        'CUDA context and libraries: %1 — freed only by restarting the kernel',
+        formatBytes(bands.nonTorch)
+      )
+    );
+  }
+  const idle = (bands.cached ?? 0) + (bands.nonTorch ?? 0);
+  if (
+    bands.allocated !== null &&
+    staleBytes === 0 &&
+    idle > bands.allocated &&
+    idle >= NOTE_MIN_BYTES
+  ) {
+    lines.push(
+      trans.__(
+        'Not a leak: most of this kernel’s VRAM is PyTorch’s reusable cache and the CUDA context, not live tensors.'
+      )
+    );
+  }
+  return lines;
+}
+
 /**
  * Compute the gauge state.
  *
  * Figures: device used/total and this kernel's share come from NVML (v2
- * memory struct, as nvidia-smi); allocated/reserved from PyTorch's caching
- * allocator, only when the kernel already initialised CUDA.
+ * memory struct, as nvidia-smi); allocated and cached from PyTorch's caching
+ * allocator, only when the kernel already initialised CUDA; the CUDA context
+ * and libraries are NVML's process figure minus torch reserved. The tooltip
+ * shows these bands for the gauge's device and for every other device where
+ * this kernel holds memory.
  */
 export function gaugeState(
   model: GpuKernelModel,
@@ -169,31 +283,21 @@ export function gaugeState(
 
   const fraction =
     device.total > 0 ? Math.min(1, device.used / device.total) : 0;
-  const name =
-    model.hello?.devices.find(d => d.index === device.index)?.name ??
-    `GPU ${device.index}`;
+  const others = (model.latestSample?.devices ?? []).filter(
+    d =>
+      d !== device &&
+      ((d.process ?? 0) > 0 || (d.reserved ?? 0) > 0 || d.processHidden)
+  );
   const lines = [
-    trans.__('%1 (cuda:%2)', name, device.index),
-    trans.__(
-      'Device used: %1 of %2 (NVML, all processes)',
-      formatBytes(device.used),
-      formatBytes(device.total)
-    ),
-    device.process === null
-      ? trans.__(
-          'This kernel: not listed by NVML (no CUDA context yet, or the kernel’s container hides its pid)'
-        )
-      : trans.__(
-          'This kernel: %1 (NVML, includes the CUDA context)',
-          formatBytes(device.process)
-        ),
-    trans.__(
-      'PyTorch reserved: %1 (caching allocator)',
-      formatBytes(device.reserved)
-    ),
-    trans.__(
-      'PyTorch allocated: %1 (live tensors)',
-      formatBytes(device.allocated)
+    ...[device, ...others].flatMap(d =>
+      deviceLines(
+        d,
+        deviceHeading(model, d.index, trans),
+        models
+          .filter(m => m.stale)
+          .reduce((sum, m) => sum + (m.bytes[`cuda:${d.index}`] ?? 0), 0),
+        trans
+      )
     ),
     modelLine,
     ...errors

@@ -6,9 +6,11 @@ agent sent like the browser sends it), ``Kernel.open_comm`` (the browser side of
 import pytest
 from kernel_driver import (  # noqa: F401 -- re-exported for the test modules
     AGENT_PATH,
+    AGENT_VERSION,
     CASES_DIR,
     LOADER_PATH,
     MODULE,
+    PROTOCOL,
     ROOT,
     TARGET,
     THREAD,

@@ -16,6 +16,7 @@ agent tests' conftest.py and scripts/gpu_check.py both import it).
 import json
 import os
 import queue
+import re
 import shutil
 import subprocess
 import time
@@ -29,6 +30,9 @@ CASES_DIR = Path(os.environ.get("GPU_HYGIENE_CASES", ROOT / "test" / "cases"))
 TARGET = "jupyterlab_gpu_hygiene.v1"
 MODULE = "_jupyterlab_gpu_hygiene_agent"
 THREAD = "gpu-hygiene-sampler"
+# the comm protocol version the agent speaks (its PROTOCOL constant)
+PROTOCOL = int(re.search(r"^PROTOCOL = (\d+)$", AGENT_PATH.read_text(), re.M).group(1))
+AGENT_VERSION = re.search(r'^AGENT_VERSION = "(.+)"$', AGENT_PATH.read_text(), re.M).group(1)
 OUTPUT_TYPES = {
     "stream",
     "error",
@@ -157,7 +161,7 @@ class Comm:
     def request_inventory(self, timeout=60.0):
         """Send an ``inventory`` request and return the answer (dict)."""
         before = len(self.messages("inventory"))
-        self.send({"protocol": 1, "type": "inventory"})
+        self.send({"protocol": PROTOCOL, "type": "inventory"})
         return self.wait_for("inventory", before + 1, timeout)[before]
 
 
@@ -267,7 +271,11 @@ class Kernel:
             {
                 "comm_id": comm_id,
                 "target_name": TARGET,
-                "data": {"protocol": 1, "type": "configure", "sampleIntervalMs": interval_ms},
+                "data": {
+                    "protocol": PROTOCOL,
+                    "type": "configure",
+                    "sampleIntervalMs": interval_ms,
+                },
             },
         )
         comm = Comm(self, comm_id)

@@ -4,7 +4,7 @@ and never reach a user cell's output."""
 import time
 
 import pytest
-from conftest import MODULE
+from conftest import MODULE, PROTOCOL
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -98,7 +98,8 @@ def test_a_failing_agent_internal_becomes_one_error_message(new_kernel):
     sabotaged = kernel.execute(sabotage, silent=True, store_history=False)
     assert sabotaged.reply["status"] == "ok" and sabotaged.iopub == []
     n_inventory = len(comm.messages("inventory"))
-    for code in ("a = 1", "b = 2", "raise ValueError('user error')"):
+    # each cell changes the namespace, so none of them can re-send the last inventory
+    for code in ("a = [1]", "b = [2]", "raise ValueError('user error')"):
         cell = kernel.run(code)
         if code.startswith("raise"):
             # the user's own error is shown as usual, and nothing else
@@ -120,7 +121,7 @@ def test_a_failing_agent_internal_becomes_one_error_message(new_kernel):
     # repaired: inventories and samples flow again, the sampler thread survived
     kernel.execute(f"del {AGENT}._inventory, {AGENT}.sample", silent=True, store_history=False)
     n_samples = len(comm.messages("sample"))
-    kernel.run("c = 3")
+    kernel.run("c = [3]")
     comm.wait_for("inventory", n_inventory + 1)
     comm.wait_for("sample", n_samples + 2)
 
@@ -130,10 +131,10 @@ def test_an_inventory_request_that_fails_answers_with_an_error(new_kernel):
     kernel.inject({"sampleIntervalMs": 1000})
     comm = kernel.open_comm(1000)
     kernel.execute(f"{AGENT}._skip_ids = lambda: {{}}['nope']", silent=True, store_history=False)
-    comm.send({"protocol": 1, "type": "inventory"})
+    comm.send({"protocol": PROTOCOL, "type": "inventory"})
     (error,) = comm.wait_for("error")
     assert error == {
-        "protocol": 1,
+        "protocol": PROTOCOL,
         "type": "error",
         "where": "inventory",
         "message": "KeyError: 'nope'",

@@ -57,7 +57,8 @@ def test_a_cut_walk_never_calls_a_named_model_stale(new_kernel):
     (model,) = inventory["models"]
     assert inventory["truncated"] is True
     assert model["stale"] is False
-    assert model["holders"] == [{"kind": "hidden", "name": "not found: the walk bound was hit"}]
+    unknown = "not found: the walk bound was hit"
+    assert model["holders"] == [{"kind": "hidden", "name": unknown, "path": unknown}]
 
 
 def test_clean_frees_the_output_cache_after_del_out(new_kernel, generate_clean_cell):
@@ -82,3 +83,21 @@ def test_clean_cell_works_after_get_ipython_was_rebound(new_kernel, generate_cle
     cell, inventory = run_and_inventory(kernel, comm, generate_clean_cell(inventory))
     assert cell.error is None and inventory["models"] == []
     assert kernel.run("print(get_ipython)").stdout == "None\n"
+
+
+def test_a_list_of_many_tensors_is_measured_up_to_the_bound(new_kernel):
+    # a dataset kept as a list of tensors: each costs a few microseconds to measure, so the
+    # agent measures at most MEASURED_TENSORS per inventory and says the figures are cut
+    kernel, comm = start(new_kernel)
+    run_and_inventory(kernel, comm, "import torch")
+    _, inventory = run_and_inventory(
+        kernel, comm, "data = [torch.zeros(4) for _ in range(30000)]\nnet = torch.nn.Linear(4, 4)"
+    )
+    assert inventory["truncated"] is True
+    roots = {r["name"]: r for r in inventory["roots"]}
+    assert roots["data"]["tensors"] == 20000 and roots["data"]["bytes"] == {"cpu": 20000 * 16}
+    (net,) = inventory["models"]
+    assert holder_names(net) == {"net"}  # still found: modules are not measured tensors
+    # the next cell that changes nothing is not walked again
+    _, inventory = run_and_inventory(kernel, comm, "pass")
+    assert inventory["skipped"] is True

@@ -3,7 +3,15 @@
 import time
 
 import pytest
-from conftest import MODULE, TARGET, THREAD, agent_source, install_code
+from conftest import (
+    AGENT_VERSION,
+    MODULE,
+    PROTOCOL,
+    TARGET,
+    THREAD,
+    agent_source,
+    install_code,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -56,7 +64,7 @@ def test_injection_is_silent_idempotent_and_leaves_the_namespace_alone(new_kerne
     assert counts["all_post_run_cell"] == hooks_before + 1
     assert counts["threads"] == 1
     assert counts["target"] is True
-    assert counts["version"] == "0.1.0"
+    assert counts["version"] == AGENT_VERSION
     assert counts["load_error"] is None
     assert kernel.evaluate(**STATE) == before
 
@@ -94,7 +102,8 @@ def test_injection_is_silent_idempotent_and_leaves_the_namespace_alone(new_kerne
 
 def test_other_version_is_replaced(new_kernel):
     kernel = new_kernel()
-    old_source = agent_source().replace('AGENT_VERSION = "0.1.0"', 'AGENT_VERSION = "0.0.9"')
+    current = f'AGENT_VERSION = "{AGENT_VERSION}"'
+    old_source = agent_source().replace(current, 'AGENT_VERSION = "0.0.9"')
     assert old_source != agent_source()
     kernel.inject({"sampleIntervalMs": 300}, source=old_source)
     old_comm = kernel.open_comm(300)
@@ -103,7 +112,7 @@ def test_other_version_is_replaced(new_kernel):
 
     kernel.inject({"sampleIntervalMs": 300})
     counts = kernel.evaluate(**COUNTS)
-    assert counts["version"] == "0.1.0"
+    assert counts["version"] == AGENT_VERSION
     assert counts["module_id"] != old_module
     assert counts["post_run_cell"] == 1 and counts["pre_run_cell"] == 1
     assert counts["threads"] == 1
@@ -113,7 +122,7 @@ def test_other_version_is_replaced(new_kernel):
         kernel.pump(0.1)
     assert old_comm.closed_by_kernel()
     new_comm = kernel.open_comm(300)
-    assert new_comm.messages("hello")[0]["agentVersion"] == "0.1.0"
+    assert new_comm.messages("hello")[0]["agentVersion"] == AGENT_VERSION
     n_old = len(old_comm.messages())
     kernel.run("x = 1")
     new_comm.wait_for("inventory", 2)
@@ -144,8 +153,8 @@ def test_hello_and_samples(module_kernel):
     kernel.inject({"sampleIntervalMs": 300})
     comm = kernel.open_comm(300)
     hello = comm.messages("hello")[0]
-    assert hello["protocol"] == 1
-    assert hello["agentVersion"] == "0.1.0"
+    assert hello["protocol"] == PROTOCOL
+    assert hello["agentVersion"] == "0.2.0"
     assert hello["python"].count(".") == 2
     assert isinstance(hello["pid"], int)
     assert hello["torch"] is None  # torch not imported in this kernel
@@ -186,17 +195,17 @@ def test_configure_changes_the_interval_and_bad_messages_become_errors(module_ke
     kernel = module_kernel
     kernel.inject({"sampleIntervalMs": 1000})
     comm = kernel.open_comm(1000)
-    comm.send({"protocol": 1, "type": "configure", "sampleIntervalMs": 50})  # clamped to 250
+    comm.send({"protocol": PROTOCOL, "type": "configure", "sampleIntervalMs": 50})  # clamped to 250
     time.sleep(0.5)
     n = len(comm.messages("sample"))
     samples = comm.wait_for("sample", n + 6, timeout=10)[n:]
     gaps = sorted(b["t"] - a["t"] for a, b in zip(samples, samples[1:]))
     assert 0.2 <= gaps[len(gaps) // 2] <= 0.4, gaps
 
-    comm.send({"protocol": 1, "type": "configure", "sampleIntervalMs": "fast"})
-    comm.send({"protocol": 1, "type": "bogus"})
-    comm.send({"protocol": 1, "type": "bogus"})  # the same error is sent once
-    comm.send({"protocol": 2, "type": "inventory"})
+    comm.send({"protocol": PROTOCOL, "type": "configure", "sampleIntervalMs": "fast"})
+    comm.send({"protocol": PROTOCOL, "type": "bogus"})
+    comm.send({"protocol": PROTOCOL, "type": "bogus"})  # the same error is sent once
+    comm.send({"protocol": PROTOCOL + 1, "type": "inventory"})
     errors = comm.wait_for("error", 3)
     time.sleep(0.5)
     errors = comm.messages("error")
@@ -204,7 +213,7 @@ def test_configure_changes_the_interval_and_bad_messages_become_errors(module_ke
     assert "sampleIntervalMs" in errors[0]["message"]
     assert "bogus" in errors[1]["message"]
     assert "protocol" in errors[2]["message"]
-    comm.send({"protocol": 1, "type": "configure", "sampleIntervalMs": 300})
+    comm.send({"protocol": PROTOCOL, "type": "configure", "sampleIntervalMs": 300})
 
 
 def test_silent_execute_sends_no_inventory_and_user_cells_do(module_kernel):

@@ -125,7 +125,8 @@ def test_clean_cell_without_out_keys_clears_the_traceback_and_cycles(
     _, inventory = run_and_inventory(kernel, comm, setup)
     (hidden,) = inventory["models"]
     assert hidden["className"] == "Sequential" and hidden["family"] == "torch"
-    assert hidden["holders"] == [{"kind": "hidden", "name": "unreachable from the namespace"}]
+    unreachable = "unreachable from the namespace"
+    assert hidden["holders"] == [{"kind": "hidden", "name": unreachable, "path": unreachable}]
     assert hidden["stale"] is True
     assert hidden["parameters"] == 64 * 64 + 64
 
@@ -208,9 +209,10 @@ def test_clean_cell_frees_an_unnamed_cyclic_output_of_the_previous_cell(
     assert kernel.run("print(refs[0]() is None)").stdout == "True\n"
 
 
-def test_a_copy_hanging_off_a_model_is_found_and_held_by_the_same_name(new_kernel):
+def test_a_copy_hanging_off_a_model_is_found_and_listed_as_its_part(new_kernel):
     # deepcopy (ultralytics' EMA) and unpickling build modules without the registration hooks;
-    # the walk finds them, also through a model's plain attributes (a trainer object here).
+    # the walk finds them, also through a model's plain attributes (a trainer object here),
+    # and reports them as parts of that model, with their own bytes.
     kernel, comm = start(new_kernel)
     run_and_inventory(kernel, comm, "import copy\nfrom ultralytics import YOLO")
     code = (
@@ -221,12 +223,40 @@ def test_a_copy_hanging_off_a_model_is_found_and_held_by_the_same_name(new_kerne
         "model.trainer.ema = copy.deepcopy(model.model).half()"
     )
     _, inventory = run_and_inventory(kernel, comm, code)
-    wrapper, ema = model_by_order(inventory)
-    assert (wrapper["className"], ema["className"]) == ("YOLO", "DetectionModel")
-    assert ema["label"] == "DetectionModel (yolov8n.yaml)"
-    assert holder_names(wrapper) == holder_names(ema) == {"model"}
-    assert not wrapper["stale"] and not ema["stale"]
-    assert ema["parameters"] == wrapper["parameters"]
+    (wrapper,) = inventory["models"]
+    assert wrapper["className"] == "YOLO"
+    assert holder_names(wrapper) == {"model"}
+    (ema,) = wrapper["parts"]
+    assert (ema["path"], ema["kind"]) == ("trainer.ema", "model")
+    assert ema["className"] == "DetectionModel"
     assert abs(ema["bytes"]["cpu"] * 2 - wrapper["bytes"]["cpu"]) < MiB  # fp16 copy
     _, inventory = run_and_inventory(kernel, comm, "del model")
     assert inventory["models"] == []
+
+
+def test_the_agent_never_asks_the_gc_for_a_modules_referents(new_kernel):
+    # gc.get_referents(<_asyncio module>) corrupts _asyncio's free list on CPython 3.12 before
+    # 3.12.6 and the next collection never ends (python/cpython#122695): it hung kernels on the
+    # GPU machine in their first `import torch`. Python 3.11 here does not hang, so the calls
+    # are recorded instead.
+    kernel = new_kernel()
+    recorder = (
+        "import gc, sys, types\n"
+        "def install():\n"
+        "    original = gc.get_referents\n"
+        "    seen = sys._gpu_hygiene_test_modules = []\n"
+        "    def recording(*objs):\n"
+        "        seen.extend(o.__name__ for o in objs if isinstance(o, types.ModuleType))\n"
+        "        return original(*objs)\n"
+        "    gc.get_referents = recording\n"
+        "install()\n"
+        "del install"
+    )
+    assert kernel.execute(recorder, silent=True, store_history=False).error is None
+    kernel.inject({"sampleIntervalMs": 250})
+    comm = kernel.open_comm(250)
+    run_and_inventory(kernel, comm, "import torch\nnet = torch.nn.Linear(4, 4)\nfail = [net]")
+    kernel.run("def f(x):\n    raise ValueError(x)\nf(net)")
+    comm.request_inventory()
+    seen = kernel.evaluate(seen="__import__('sys')._gpu_hygiene_test_modules")["seen"]
+    assert seen == []

@@ -2,6 +2,7 @@
 
 import ast
 import importlib.util
+import re
 import sys
 
 import pytest
@@ -28,7 +29,7 @@ def test_agent_is_stdlib_only_ascii_and_versioned(agent):
         elif isinstance(node, ast.ImportFrom):
             top_level.add(node.module.split(".")[0])
     assert top_level <= set(sys.stdlib_module_names), top_level
-    assert agent.AGENT_VERSION == "0.1.0"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", agent.AGENT_VERSION)
     assert agent.COMM_TARGET == "jupyterlab_gpu_hygiene.v1"
 
 
@@ -101,3 +102,82 @@ def test_module_forest_and_labels(agent):
     assert agent.model_label(wrapper, "YOLO", "ultralytics") == "YOLO (yolov8s.yaml)"
     wrapper.cfg, wrapper.ckpt_path = None, "runs/weights/best.pt"
     assert agent.model_label(wrapper, "YOLO", "ultralytics") == "YOLO (best.pt)"
+
+
+def test_oom_messages_of_both_torch_wordings_are_parsed(agent):
+    mib, gib = 2**20, 2**30
+    new = (
+        "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.19 GiB"
+        " of which 3.19 MiB is free. Including non-PyTorch memory, this process has 79.18 GiB"
+        " memory in use."
+    )
+    assert agent.parse_oom_message(new) == {
+        "requested": 20 * mib,
+        "gpu": 0,
+        "total": int(79.19 * gib),
+        "free": int(3.19 * mib),
+    }
+    old = (
+        "CUDA out of memory. Tried to allocate 512.00 KiB (GPU 3; 10.76 GiB total capacity;"
+        " 9.84 GiB already allocated; 17.56 MiB free; 9.90 GiB reserved in total by PyTorch)"
+    )
+    assert agent.parse_oom_message(old) == {
+        "requested": 512 * 1024,
+        "gpu": 3,
+        "total": int(10.76 * gib),
+        "free": int(17.56 * mib),
+    }
+    # no figures (the old RuntimeError "CUDA error: out of memory"), and not a str at all
+    empty = {"requested": None, "gpu": None, "total": None, "free": None}
+    assert agent.parse_oom_message("CUDA error: out of memory") == empty
+    assert agent.parse_oom_message(None) == empty
+    assert agent.parse_oom_message("Tried to allocate 1.5 GB")["requested"] == int(1.5 * gib)
+
+
+def test_only_cuda_out_of_memory_errors_count(agent):
+    class OutOfMemoryError(RuntimeError):  # torch.OutOfMemoryError's name, torch not needed
+        pass
+
+    class Sub(OutOfMemoryError):
+        pass
+
+    assert agent._is_cuda_oom(OutOfMemoryError("anything"))
+    assert agent._is_cuda_oom(Sub("anything"))
+    assert agent._is_cuda_oom(RuntimeError("CUDA error: out of memory"))
+    assert not agent._is_cuda_oom(MemoryError("out of memory"))
+    assert not agent._is_cuda_oom(RuntimeError("MPS backend out of memory"))
+    assert not agent._is_cuda_oom("CUDA out of memory")
+
+
+def test_edge_labels_name_each_hop_without_running_user_code(agent):
+    class Box:
+        def __getattribute__(self, name):
+            raise AssertionError("user code ran")
+
+    child = object()
+    box = Box()
+    attrs = object.__getattribute__(box, "__dict__")
+    attrs["net"] = child
+    assert agent._edge_label(attrs, child, box) == ".net"
+    assert agent._edge_label(box, attrs, None) == ""
+    assert agent._edge_label({"a b": child}, child, None) == "['a b']"
+    assert agent._edge_label({3: child}, child, None) == "[3]"
+    assert agent._edge_label({child: 1}, child, None) == "<key>"
+    assert agent._edge_label([None, child], child, None) == "[1]"
+    assert agent._edge_label((child,), child, None) == "[0]"
+    assert agent._edge_label({child}, child, None) == "{\u2026}"
+    assert agent._edge_label(object(), child, None) == "<ref>"
+
+
+def test_a_finished_frame_names_its_locals(agent):
+    def step(batch):
+        activation = [batch]
+        raise ValueError(activation)
+
+    try:
+        step(1)
+    except ValueError as exc:
+        frame = exc.__traceback__.tb_next.tb_frame
+        activation = exc.args[0]
+    assert agent._frame_local_label(frame, activation) == ".activation"
+    assert agent._frame_local_label(frame, object()) == "<local>"

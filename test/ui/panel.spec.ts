@@ -200,7 +200,7 @@ test('the chart in light and dark themes (synthetic GPU series)', async ({
     const total = 24 * GiB;
     const t0 = Date.now() / 1000 - 600;
     model.apply({
-      protocol: 1,
+      protocol: 2,
       type: 'hello',
       agentVersion: 'synthetic',
       python: '3.11',
@@ -208,7 +208,9 @@ test('the chart in light and dark themes (synthetic GPU series)', async ({
       torch: '2.5.1',
       nvml: true,
       nvmlError: null,
-      devices: [{ index: 0, name: 'NVIDIA A10G', total, uuid: null }]
+      devices: [
+        { index: 0, nvmlIndex: 0, name: 'NVIDIA A10G', total, uuid: null }
+      ]
     });
     // [start, end) seconds of each cell, and allocated after it (MiB).
     const cells = [
@@ -228,7 +230,8 @@ test('the chart in light and dark themes (synthetic GPU series)', async ({
       label: 'YOLO (yolov8x.pt)',
       parameters: 68_200_000,
       bytes: { 'cuda:0': 273 * MiB },
-      holders: [{ kind: 'variable', name: 'model' }],
+      parts: [],
+      holders: [{ kind: 'variable', name: 'model', path: 'model' }],
       stale: false
     });
     let allocated = 0;
@@ -248,17 +251,22 @@ test('the chart in light and dark themes (synthetic GPU series)', async ({
       } else if (current && s >= current[1]) {
         allocated = (current[2] as number) * MiB;
         model.apply({
-          protocol: 1,
+          protocol: 2,
           type: 'inventory',
           t: t0 + current[1],
           seq: cell + 1,
           executionCount: cell + 1,
           durationMs: 5,
+          skipped: false,
           torchImported: true,
           cudaInitialized: cell >= 1,
           truncated: false,
           models: cell >= 1 ? [yolo('0x1', 1)] : [],
-          lastError: null
+          lastError: null,
+          roots: [],
+          unattributed: {},
+          tensors: [],
+          graphs: []
         });
         cell++;
       }
@@ -268,7 +276,7 @@ test('the chart in light and dark themes (synthetic GPU series)', async ({
           : Math.ceil((allocated + GiB) / (2 * GiB)) * 2 * GiB;
       const process = allocated === 0 ? 0 : reserved + 620 * MiB;
       model.apply({
-        protocol: 1,
+        protocol: 2,
         type: 'sample',
         t: t0 + s,
         seq: ++seq,
@@ -280,7 +288,10 @@ test('the chart in light and dark themes (synthetic GPU series)', async ({
             total,
             process,
             allocated: allocated === 0 ? null : Math.round(allocated),
-            reserved: allocated === 0 ? null : reserved
+            reserved: allocated === 0 ? null : reserved,
+            cached: allocated === 0 ? null : reserved - Math.round(allocated),
+            nonTorch: allocated === 0 ? null : process - reserved,
+            processHidden: false
           }
         ]
       });
@@ -294,7 +305,8 @@ test('the chart in light and dark themes (synthetic GPU series)', async ({
   expect(Number(await chart.getAttribute('data-points'))).toBeLessThanOrEqual(
     500
   );
-  await expect(panel.locator('.recharts-line')).toHaveCount(4);
+  // used, process, reserved, allocated, cached, CUDA context and libraries
+  await expect(panel.locator('.recharts-line')).toHaveCount(6);
   await expect(panel.locator('.jp-GpuHygiene-totalLine')).toHaveCount(1);
   await expect(panel.locator('.jp-GpuHygiene-cellMarker')).toHaveCount(6);
   // Cells [3]..[6] each kept ~300 MiB: the trend says so, and a toast too.

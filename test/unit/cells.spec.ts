@@ -7,7 +7,7 @@ const MiB = 2 ** 20;
 /** A sample at `t` with `allocated` MiB on cuda:0. */
 function sample(t: number, allocated: number | null, busy = false): ISample {
   return {
-    protocol: 1,
+    protocol: 2,
     type: 'sample',
     t,
     seq: Math.round(t * 10),
@@ -19,7 +19,10 @@ function sample(t: number, allocated: number | null, busy = false): ISample {
         total: null,
         process: null,
         allocated: allocated === null ? null : allocated * MiB,
-        reserved: null
+        reserved: null,
+        cached: null,
+        nonTorch: null,
+        processHidden: false
       }
     ]
   };

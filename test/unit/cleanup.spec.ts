@@ -56,11 +56,15 @@ describe('planClean', () => {
         yolo({
           stale: true,
           holders: [
-            { kind: 'output', name: 'Out[2]; import os' },
-            { kind: 'output', name: '_2x' }
+            {
+              kind: 'output',
+              name: 'Out[2]; import os',
+              path: 'Out[2]; import os'
+            },
+            { kind: 'output', name: '_2x', path: '_2x' }
           ]
         }),
-        yolo({ holders: [{ kind: 'variable', name: 'a b' }] })
+        yolo({ holders: [{ kind: 'variable', name: 'a b', path: 'a b' }] })
       ]
     };
     const plan = planClean(inventory as any);
@@ -119,8 +123,12 @@ function mixedInventory() {
       order: 3,
       label: 'YOLO (yolov8s.yaml)',
       holders: [
-        { kind: 'traceback', name: 'last traceback (train_step)' },
-        { kind: 'output', name: 'Out[5]' }
+        {
+          kind: 'traceback',
+          name: 'last traceback (train_step)',
+          path: 'last traceback (train_step)'
+        },
+        { kind: 'output', name: 'Out[5]', path: 'Out[5]' }
       ],
       stale: true
     })
@@ -188,7 +196,8 @@ describe('planClean with deleteNames (VRAM panel "delete…")', () => {
     const inventory = c01Inventory();
     inventory.models[1].holders.push({
       kind: 'variable',
-      name: 'x; import os'
+      name: 'x; import os',
+      path: 'x; import os'
     });
     const plan = planClean(inventory, {
       modelId: '0x7f0000000002',

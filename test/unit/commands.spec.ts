@@ -11,7 +11,8 @@ import {
   IGpuMonitor,
   IGpuSettings
 } from '../../src/tokens';
-import { c01Inventory } from './fixtures';
+import { DETACH_MARKER } from '../../src/analysis/graphs';
+import { c01Inventory, c08Inventory, graphHolder } from './fixtures';
 
 jest.mock('@jupyterlab/apputils', () => ({
   ...jest.requireActual('@jupyterlab/apputils'),
@@ -132,7 +133,9 @@ describe('free and delete… commands (VRAM panel rows)', () => {
   it('delete… is never offered for a name that is not an identifier', async () => {
     const { commands, inserted, model } = setup();
     const inventory = c01Inventory();
-    inventory.models[1].holders = [{ kind: 'variable', name: 'x; import os' }];
+    inventory.models[1].holders = [
+      { kind: 'variable', name: 'x; import os', path: 'x; import os' }
+    ];
     model.apply(inventory);
     const args = { modelId: '0x7f0000000002' };
     expect(commands.isEnabled(CommandIDs.deleteModel, args)).toBe(false);
@@ -150,5 +153,82 @@ describe('free and delete… commands (VRAM panel rows)', () => {
         n.message.includes('no longer alive')
       )
     ).toBe(true);
+  });
+
+  it('delete… is not offered for a model only reached through a container', async () => {
+    const { commands, model } = setup();
+    const inventory = c01Inventory();
+    inventory.models[1].holders = [
+      { kind: 'variable', name: 'runs', path: 'runs[0].model' }
+    ];
+    model.apply(inventory);
+    expect(
+      commands.isEnabled(CommandIDs.deleteModel, { modelId: '0x7f0000000002' })
+    ).toBe(false);
+  });
+});
+
+describe('fix a graph holder (VRAM panel, toast)', () => {
+  afterEach(() => {
+    (showDialog as jest.Mock).mockReset();
+    Notification.dismiss();
+  });
+
+  it('asks, then inserts a cell that detaches the tensors of that variable', async () => {
+    const { commands, inserted, model } = setup();
+    model.apply(c08Inventory());
+    (showDialog as jest.Mock).mockResolvedValue({
+      button: { accept: true },
+      value: null
+    });
+    const args = { kernelId: 'k1', name: 'val_losses' };
+    expect(commands.isEnabled(CommandIDs.fixGraphHolder, args)).toBe(true);
+    expect(await commands.execute(CommandIDs.fixGraphHolder, args)).toBe(true);
+    const dialog = (showDialog as jest.Mock).mock.calls[0][0];
+    expect(dialog.title).toBe('Detach the tensors in val_losses?');
+    expect(dialog.body).toContain('tensor.detach()');
+    expect(inserted).toHaveLength(1);
+    expect(inserted[0].tags).toEqual(['gpu-hygiene-detach-graphs']);
+    expect(inserted[0].source.split('\n')[0]).toBe(DETACH_MARKER);
+    expect(inserted[0].source).toContain(
+      'def _gpu_hygiene_detach_graphs(name="val_losses"):'
+    );
+  });
+
+  it('inserts nothing when the user cancels', async () => {
+    const { commands, inserted, model } = setup();
+    model.apply(c08Inventory());
+    (showDialog as jest.Mock).mockResolvedValue({
+      button: { accept: false },
+      value: null
+    });
+    expect(
+      await commands.execute(CommandIDs.fixGraphHolder, { name: 'val_losses' })
+    ).toBe(false);
+    expect(inserted).toEqual([]);
+  });
+
+  it('is never offered for a path or a name that is not an identifier', async () => {
+    const { commands, inserted, model } = setup();
+    model.apply({
+      ...c08Inventory(),
+      graphs: [
+        graphHolder({ name: 'stats', path: "stats['loss']" }),
+        graphHolder({
+          name: '<img src=x onerror=alert(1)>',
+          path: '<img src=x onerror=alert(1)>'
+        })
+      ]
+    });
+    for (const name of ['stats', '<img src=x onerror=alert(1)>']) {
+      expect(commands.isEnabled(CommandIDs.fixGraphHolder, { name })).toBe(
+        false
+      );
+      expect(await commands.execute(CommandIDs.fixGraphHolder, { name })).toBe(
+        false
+      );
+    }
+    expect(showDialog).not.toHaveBeenCalled();
+    expect(inserted).toEqual([]);
   });
 });

@@ -4,8 +4,27 @@
  */
 import { Signal } from '@lumino/signaling';
 import type { GpuKernelModel } from '../../src/model';
-import type { IInventory, IModelInfo, ISample } from '../../src/protocol';
+import type {
+  IGraphHolder,
+  IHolder,
+  IInventory,
+  IModelInfo,
+  IOom,
+  ISample
+} from '../../src/protocol';
 import { DEFAULT_SETTINGS, IGpuMonitor, IGpuSettings } from '../../src/tokens';
+
+const MiB = 2 ** 20;
+const GiB = 2 ** 30;
+
+/** A holder whose path is its root name (a variable or output-cache entry naming the model itself). */
+export function held(
+  kind: IHolder['kind'],
+  name: string,
+  path = name
+): IHolder {
+  return { kind, name, path };
+}
 
 /** A YOLOv8n wrapper as the agent reports it (CPU: bytes under "cpu"). */
 export function yolo(overrides: Partial<IModelInfo> = {}): IModelInfo {
@@ -18,7 +37,8 @@ export function yolo(overrides: Partial<IModelInfo> = {}): IModelInfo {
     label: 'YOLO (yolov8n.yaml)',
     parameters: 3_157_200,
     bytes: { cpu: 12_700_000 },
-    holders: [{ kind: 'variable', name: 'model' }],
+    parts: [],
+    holders: [held('variable', 'model')],
     stale: false,
     ...overrides
   };
@@ -27,12 +47,13 @@ export function yolo(overrides: Partial<IModelInfo> = {}): IModelInfo {
 /** C01 after the re-run cell: the older instance held only by the output cache. */
 export function c01Inventory(): IInventory {
   return {
-    protocol: 1,
+    protocol: 2,
     type: 'inventory',
     t: 1_764_496_800,
     seq: 3,
     executionCount: 3,
     durationMs: 4.2,
+    skipped: false,
     torchImported: true,
     cudaInitialized: false,
     truncated: false,
@@ -41,9 +62,9 @@ export function c01Inventory(): IInventory {
         id: '0x7f0000000001',
         order: 1,
         holders: [
-          { kind: 'output', name: 'Out[2]' },
-          { kind: 'output', name: '_2' },
-          { kind: 'output', name: '__' }
+          held('output', 'Out[2]'),
+          held('output', '_2'),
+          held('output', '__')
         ],
         stale: true
       }),
@@ -51,21 +72,40 @@ export function c01Inventory(): IInventory {
         id: '0x7f0000000002',
         order: 2,
         holders: [
-          { kind: 'variable', name: 'model' },
-          { kind: 'output', name: '_' },
-          { kind: 'output', name: 'Out[3]' },
-          { kind: 'output', name: '_3' }
+          held('variable', 'model'),
+          held('output', '_'),
+          held('output', 'Out[3]'),
+          held('output', '_3')
         ]
       })
     ],
-    lastError: null
+    lastError: null,
+    roots: [
+      {
+        kind: 'variable',
+        name: 'model',
+        bytes: { cpu: 12_700_000 },
+        models: 1,
+        tensors: 0
+      },
+      {
+        kind: 'output',
+        name: 'Out[2]',
+        bytes: { cpu: 12_700_000 },
+        models: 1,
+        tensors: 0
+      }
+    ],
+    unattributed: {},
+    tensors: [],
+    graphs: []
   };
 }
 
 /** A GPU sample: `used` of `total` on cuda:0. */
 export function gpuSample(used: number, total: number, seq = 1): ISample {
   return {
-    protocol: 1,
+    protocol: 2,
     type: 'sample',
     t: 1_764_496_800 + seq,
     seq,
@@ -75,11 +115,130 @@ export function gpuSample(used: number, total: number, seq = 1): ISample {
         index: 0,
         used,
         total,
-        process: 700 * 2 ** 20,
-        allocated: 40 * 2 ** 20,
-        reserved: 64 * 2 ** 20
+        process: 700 * MiB,
+        allocated: 40 * MiB,
+        reserved: 64 * MiB,
+        cached: 24 * MiB,
+        nonTorch: 636 * MiB,
+        processHidden: false
       }
     ]
+  };
+}
+
+/**
+ * C08 on CUDA: `val_losses`, a list of 4 loss tensors with `grad_fn`, keeps
+ * ≈ 1 GiB of graphs on cuda:0; a model with a trainer, EMA and optimizer
+ * state held through a path.
+ */
+export function c08Inventory(): IInventory {
+  return {
+    ...c01Inventory(),
+    cudaInitialized: true,
+    models: [
+      yolo({
+        id: '0x7f0000000010',
+        order: 1,
+        bytes: { 'cuda:0': 12 * MiB },
+        parts: [
+          {
+            path: 'trainer.ema.ema',
+            kind: 'model',
+            className: 'DetectionModel',
+            bytes: { 'cuda:0': 12 * MiB }
+          },
+          {
+            path: 'trainer.optimizer',
+            kind: 'optimizer',
+            className: 'SGD',
+            bytes: { 'cuda:0': 6 * MiB }
+          }
+        ],
+        holders: [
+          held('variable', 'runs', 'runs[0].model'),
+          held('variable', 'model')
+        ]
+      })
+    ],
+    roots: [
+      {
+        kind: 'variable',
+        name: 'val_losses',
+        bytes: { 'cuda:0': GiB },
+        models: 0,
+        tensors: 4
+      },
+      {
+        kind: 'variable',
+        name: 'model',
+        bytes: { 'cuda:0': 30 * MiB },
+        models: 1,
+        tensors: 0
+      },
+      {
+        kind: 'traceback',
+        name: 'last traceback (train_step)',
+        bytes: { 'cuda:0': 256 * MiB },
+        models: 0,
+        tensors: 1
+      }
+    ],
+    unattributed: { 'cuda:0': 32 * MiB },
+    tensors: [
+      {
+        path: 'last traceback (train_step).act',
+        kind: 'traceback',
+        device: 'cuda:0',
+        bytes: 256 * MiB,
+        shape: [256, 1024, 1024],
+        dtype: 'uint8',
+        gradFn: null
+      }
+    ],
+    graphs: [graphHolder()]
+  };
+}
+
+/** A graph holder as the agent reports it (C08: 4 losses, ≈ 1 GiB on cuda:0). */
+export function graphHolder(
+  overrides: Partial<IGraphHolder> = {}
+): IGraphHolder {
+  return {
+    name: 'val_losses',
+    path: 'val_losses',
+    container: 'list',
+    count: 4,
+    gradFn: 'NllLossBackward0',
+    bytes: { 'cuda:0': GiB },
+    nodes: 120,
+    truncated: false,
+    ...overrides
+  };
+}
+
+/** An `oom` message: torch ≥ 2.1 wording on an 80 GiB GPU, no Ultralytics. */
+export function oomMessage(overrides: Partial<IOom> = {}): IOom {
+  return {
+    protocol: 2,
+    type: 'oom',
+    executionCount: 7,
+    errorType: 'OutOfMemoryError',
+    message:
+      'CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.19 GiB of which 3.19 MiB is free.',
+    device: 'cuda:0',
+    requested: 20 * MiB,
+    free: Math.round(3.19 * MiB),
+    total: Math.round(79.19 * GiB),
+    process: 78 * GiB,
+    processes: [],
+    allocated: 76 * GiB,
+    reserved: 76 * GiB + 8 * MiB,
+    stale: [],
+    traceback: 0,
+    graphs: 0,
+    torch: '2.14.1',
+    ultralytics: null,
+    ...overrides
   };
 }
 

@@ -13,7 +13,7 @@ const GiB = 2 ** 30;
 function readyModel(): GpuKernelModel {
   const model = new GpuKernelModel({ kernelId: 'k1' });
   model.apply({
-    protocol: 1,
+    protocol: 2,
     type: 'hello',
     agentVersion: '0.1.0',
     python: '3.11.7',
@@ -22,7 +22,13 @@ function readyModel(): GpuKernelModel {
     nvml: true,
     nvmlError: null,
     devices: [
-      { index: 0, name: 'NVIDIA H200', total: 141 * GiB, uuid: 'GPU-1' }
+      {
+        index: 0,
+        nvmlIndex: 0,
+        name: 'NVIDIA H200',
+        total: 141 * GiB,
+        uuid: 'GPU-1'
+      }
     ]
   });
   return model;
@@ -50,8 +56,10 @@ describe('gaugeState', () => {
       'NVIDIA H200 (cuda:0)',
       'Device used: 120.0 GiB of 141.0 GiB (NVML, all processes)',
       'This kernel: 700.0 MiB (NVML, includes the CUDA context)',
-      'PyTorch reserved: 64.0 MiB (caching allocator)',
-      'PyTorch allocated: 40.0 MiB (live tensors)',
+      'In use by tensors: 40.0 MiB (PyTorch allocated)',
+      'Cached by PyTorch: 24.0 MiB — free for this kernel, released by empty_cache()',
+      'CUDA context and libraries: 636.0 MiB — freed only by restarting the kernel',
+      'Not a leak: most of this kernel’s VRAM is PyTorch’s reusable cache and the CUDA context, not live tensors.',
       'Live models: 2 (1 stale)'
     ]);
   });
@@ -59,7 +67,7 @@ describe('gaugeState', () => {
   it('says "No GPU" and still counts models and their RAM', () => {
     const model = new GpuKernelModel({ kernelId: 'k2' });
     model.apply({
-      protocol: 1,
+      protocol: 2,
       type: 'hello',
       agentVersion: '0.1.0',
       python: '3.11.7',
@@ -106,7 +114,7 @@ describe('gaugeState', () => {
   it('lists agent errors once in the tooltip', () => {
     const model = readyModel();
     const error = {
-      protocol: 1 as const,
+      protocol: 2 as const,
       type: 'error' as const,
       where: 'nvml' as const,
       message: 'Driver Not Loaded'
@@ -117,6 +125,161 @@ describe('gaugeState', () => {
     expect(
       state.tooltip.filter(l => l.includes('Driver Not Loaded'))
     ).toHaveLength(1);
+  });
+});
+
+describe('gaugeState bands (protocol 2)', () => {
+  const MiB = 2 ** 20;
+  /** One device sample with this kernel's figures (bytes). */
+  function bandSample(fig: {
+    process: number | null;
+    allocated: number;
+    reserved: number;
+    nonTorch: number | null;
+    processHidden?: boolean;
+  }) {
+    const sample = gpuSample(3 * GiB, 141 * GiB);
+    sample.devices[0] = {
+      ...sample.devices[0],
+      process: fig.process,
+      allocated: fig.allocated,
+      reserved: fig.reserved,
+      cached: fig.reserved - fig.allocated,
+      nonTorch: fig.nonTorch,
+      processHidden: fig.processHidden ?? false
+    };
+    return sample;
+  }
+  const noModels = () => ({ ...c01Inventory(), models: [], roots: [] });
+
+  it('C10: 1 GiB cached after del is a band of its own, not a leak', () => {
+    const model = readyModel();
+    // V-gpu: 32 MiB allocated (cuBLAS workspace), 1056 MiB reserved.
+    model.apply(
+      bandSample({
+        process: 1676 * MiB,
+        allocated: 32 * MiB,
+        reserved: 1056 * MiB,
+        nonTorch: 620 * MiB
+      })
+    );
+    model.apply(noModels());
+    const state = gaugeState(model, DEFAULT_SETTINGS, trans);
+    expect(state.tooltip).toEqual([
+      'NVIDIA H200 (cuda:0)',
+      'Device used: 3.0 GiB of 141.0 GiB (NVML, all processes)',
+      'This kernel: 1.6 GiB (NVML, includes the CUDA context)',
+      'In use by tensors: 32.0 MiB (PyTorch allocated)',
+      'Cached by PyTorch: 1.0 GiB — free for this kernel, released by empty_cache()',
+      'CUDA context and libraries: 620.0 MiB — freed only by restarting the kernel',
+      'Not a leak: most of this kernel’s VRAM is PyTorch’s reusable cache and the CUDA context, not live tensors.',
+      'Live models: none'
+    ]);
+    expect(state.tooltip.join('\n')).not.toMatch(/stale|climbs|leaking/);
+  });
+
+  it('C11: ≈680 MiB of CUDA context with nothing allocated is never promised back', () => {
+    const model = readyModel();
+    // V-gpu: NVML 716 MiB for the process, torch reserved 32 MiB.
+    model.apply(
+      bandSample({
+        process: 716 * MiB,
+        allocated: 32 * MiB,
+        reserved: 32 * MiB,
+        nonTorch: 684 * MiB
+      })
+    );
+    model.apply(noModels());
+    const tooltip = gaugeState(model, DEFAULT_SETTINGS, trans).tooltip;
+    expect(tooltip).toContain(
+      'CUDA context and libraries: 684.0 MiB — freed only by restarting the kernel'
+    );
+    expect(tooltip).toContain(
+      'Cached by PyTorch: 0 B — free for this kernel, released by empty_cache()'
+    );
+    expect(tooltip.some(l => l.startsWith('Not a leak'))).toBe(true);
+  });
+
+  it('does not call it "not a leak" when a stale model holds the device', () => {
+    const model = readyModel();
+    model.apply(
+      bandSample({
+        process: 716 * MiB,
+        allocated: 44 * MiB,
+        reserved: 64 * MiB,
+        nonTorch: 652 * MiB
+      })
+    );
+    const inventory = c01Inventory();
+    inventory.models[0].bytes = { 'cuda:0': 12 * MiB };
+    model.apply(inventory);
+    const tooltip = gaugeState(model, DEFAULT_SETTINGS, trans).tooltip;
+    expect(tooltip.some(l => l.startsWith('Not a leak'))).toBe(false);
+  });
+
+  it('says when NVML does not see the process and uses torch’s counters', () => {
+    const model = readyModel();
+    model.apply(
+      bandSample({
+        process: null,
+        allocated: GiB,
+        reserved: 2 * GiB,
+        nonTorch: null,
+        processHidden: true
+      })
+    );
+    const tooltip = gaugeState(model, DEFAULT_SETTINGS, trans).tooltip;
+    expect(tooltip.slice(2, 5)).toEqual([
+      'This kernel: NVML does not see this kernel’s process (container pid namespace); the figures below come from torch’s counters',
+      'In use by tensors: 1.0 GiB (PyTorch allocated)',
+      'Cached by PyTorch: 1.0 GiB — free for this kernel, released by empty_cache()'
+    ]);
+    expect(tooltip.join('\n')).not.toContain('CUDA context and libraries');
+  });
+
+  it('shows the bands of every device this kernel uses', () => {
+    const model = readyModel();
+    const sample = bandSample({
+      process: 4 * GiB,
+      allocated: 3 * GiB,
+      reserved: 3 * GiB + 256 * MiB,
+      nonTorch: 768 * MiB
+    });
+    sample.devices.push(
+      {
+        ...sample.devices[0],
+        index: 1,
+        process: 900 * MiB,
+        allocated: 100 * MiB,
+        reserved: 128 * MiB,
+        cached: 28 * MiB,
+        nonTorch: 772 * MiB
+      },
+      {
+        ...sample.devices[0],
+        index: 2,
+        process: null,
+        allocated: null,
+        reserved: null,
+        cached: null,
+        nonTorch: null
+      }
+    );
+    model.apply(sample);
+    const tooltip = gaugeState(model, DEFAULT_SETTINGS, trans).tooltip;
+    expect(tooltip[0]).toBe('NVIDIA H200 (cuda:0)');
+    expect(tooltip).toContain('GPU 1 (cuda:1)');
+    // CUDA_VISIBLE_DEVICES=3: cuda:0 is nvidia-smi's GPU 3.
+    const visible = readyModel();
+    visible.hello!.devices[0].nvmlIndex = 3;
+    visible.apply(gpuSample(GiB, 141 * GiB));
+    expect(gaugeState(visible, DEFAULT_SETTINGS, trans).tooltip[0]).toBe(
+      'NVIDIA H200 (cuda:0, nvidia-smi GPU 3)'
+    );
+    expect(tooltip).toContain(
+      'In use by tensors: 100.0 MiB (PyTorch allocated)'
+    );
+    expect(tooltip).not.toContain('GPU 2 (cuda:2)');
   });
 });
 

@@ -1,10 +1,13 @@
 import {
   deletableNames,
+  formatShape,
   holderRows,
-  modelKind
+  modelKind,
+  rootsSummary,
+  tensorRows
 } from '../../src/analysis/holders';
 import type { IInventory } from '../../src/protocol';
-import { c01Inventory, yolo } from './fixtures';
+import { c01Inventory, c08Inventory, held, yolo } from './fixtures';
 
 const MiB = 2 ** 20;
 
@@ -16,7 +19,7 @@ function inventory(): IInventory {
         id: 'small',
         order: 1,
         bytes: { 'cuda:0': 12 * MiB },
-        holders: [{ kind: 'output', name: 'Out[2]' }],
+        holders: [{ kind: 'output', name: 'Out[2]', path: 'Out[2]' }],
         stale: true
       }),
       yolo({
@@ -25,9 +28,9 @@ function inventory(): IInventory {
         label: 'YOLO (yolov8x.pt)',
         bytes: { 'cuda:0': 260 * MiB, cpu: 4 * MiB },
         holders: [
-          { kind: 'output', name: '_' },
-          { kind: 'variable', name: 'model' },
-          { kind: 'variable', name: 'model' }
+          { kind: 'output', name: '_', path: '_' },
+          { kind: 'variable', name: 'model', path: 'model' },
+          { kind: 'variable', name: 'model', path: 'model' }
         ]
       }),
       yolo({
@@ -38,7 +41,7 @@ function inventory(): IInventory {
         family: 'torch',
         label: 'Generator',
         bytes: { 'cuda:0': 40 * MiB },
-        holders: [{ kind: 'variable', name: 'a b' }]
+        holders: [{ kind: 'variable', name: 'a b', path: 'a b' }]
       })
     ]
   };
@@ -77,13 +80,13 @@ describe('deletableNames', () => {
   it('keeps only Python identifiers, once each', () => {
     const model = yolo({
       holders: [
-        { kind: 'variable', name: 'model' },
-        { kind: 'variable', name: 'model' },
-        { kind: 'variable', name: 'a b' },
-        { kind: 'variable', name: 'x; import os' },
-        { kind: 'variable', name: 'class' },
-        { kind: 'output', name: '_' },
-        { kind: 'variable', name: 'net_2' }
+        { kind: 'variable', name: 'model', path: 'model' },
+        { kind: 'variable', name: 'model', path: 'model' },
+        { kind: 'variable', name: 'a b', path: 'a b' },
+        { kind: 'variable', name: 'x; import os', path: 'x; import os' },
+        { kind: 'variable', name: 'class', path: 'class' },
+        { kind: 'output', name: '_', path: '_' },
+        { kind: 'variable', name: 'net_2', path: 'net_2' }
       ]
     });
     expect(deletableNames(model)).toEqual(['model', 'net_2']);
@@ -94,5 +97,61 @@ describe('deletableNames', () => {
     expect(modelKind(yolo({ family: 'torch', className: 'ResNet' }))).toBe(
       'ResNet'
     );
+  });
+});
+
+describe('protocol 2: paths, parts, roots', () => {
+  it('lists paths (direct names first) and parts with their bytes', () => {
+    const [row] = holderRows(c08Inventory());
+    expect(row.paths).toEqual(['model', 'runs[0].model']);
+    expect(row.holders).toEqual(['model', 'runs']);
+    expect(row.parts.map(p => [p.path, p.kind, p.bytes])).toEqual([
+      ['trainer.ema.ema', 'model', 12 * MiB],
+      ['trainer.optimizer', 'optimizer', 6 * MiB]
+    ]);
+    expect(row.partBytes).toBe(18 * MiB);
+    // `del runs` would delete more than the model: only `model` is offered.
+    expect(row.deletable).toEqual(['model']);
+    expect(
+      deletableNames(yolo({ holders: [held('variable', 'runs', 'runs[0]')] }))
+    ).toEqual([]);
+  });
+
+  it('sums roots and unattributed to PyTorch allocated on one device', () => {
+    const inventory = c08Inventory();
+    inventory.roots.push({
+      kind: 'output',
+      name: 'Out[4]',
+      bytes: { cpu: 5 * MiB },
+      models: 0,
+      tensors: 1
+    });
+    const gpu = rootsSummary(inventory, 'cuda:0')!;
+    expect(gpu.rows.map(r => r.name)).toEqual([
+      'val_losses',
+      'last traceback (train_step)',
+      'model'
+    ]);
+    expect(gpu.unattributed).toBe(32 * MiB);
+    expect(gpu.total).toBe(1024 * MiB + 256 * MiB + 30 * MiB + 32 * MiB);
+    // Without a GPU: every device together, no unattributed figure.
+    const all = rootsSummary(inventory, null)!;
+    expect(all.rows.map(r => r.name)).toContain('Out[4]');
+    expect(all.unattributed).toBeNull();
+    // A device the agent has no unattributed figure for.
+    expect(rootsSummary(inventory, 'cuda:1')).toEqual({
+      device: 'cuda:1',
+      rows: [],
+      unattributed: null,
+      total: 0
+    });
+    expect(rootsSummary(null, 'cuda:0')).toBeNull();
+  });
+
+  it('filters loose tensors by device and formats shapes', () => {
+    expect(tensorRows(c08Inventory(), 'cuda:0')).toHaveLength(1);
+    expect(tensorRows(c08Inventory(), 'cuda:1')).toEqual([]);
+    expect(formatShape([256, 1024, 1024])).toBe('256×1024×1024');
+    expect(formatShape([])).toBe('scalar');
   });
 });

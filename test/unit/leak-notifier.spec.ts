@@ -19,7 +19,7 @@ class Kernel {
   count = 0;
   sample(allocated: number, busy: boolean): void {
     const s: ISample = {
-      protocol: 1,
+      protocol: 2,
       type: 'sample',
       t: this.t,
       seq: ++this.seq,
@@ -31,7 +31,10 @@ class Kernel {
           total: 80 * GiB,
           process: allocated + GiB,
           allocated,
-          reserved: allocated + 256 * MiB
+          reserved: allocated + 256 * MiB,
+          cached: 256 * MiB,
+          nonTorch: GiB - 256 * MiB,
+          processHidden: false
         }
       ]
     };

@@ -1,5 +1,5 @@
 import { GpuKernelModel } from '../../src/model';
-import { c01Inventory, gpuSample } from './fixtures';
+import { c01Inventory, gpuSample, oomMessage } from './fixtures';
 
 describe('GpuKernelModel', () => {
   it('keeps a bounded ring buffer of samples, oldest dropped first', () => {
@@ -22,7 +22,7 @@ describe('GpuKernelModel', () => {
     expect(changes).toBe(1);
     expect(model.status).toBe('starting');
     model.apply({
-      protocol: 1,
+      protocol: 2,
       type: 'hello',
       agentVersion: '0.1.0',
       python: '3.11',
@@ -94,5 +94,17 @@ describe('GpuKernelModel, panel state', () => {
     }
     expect(model.cells).toHaveLength(GpuKernelModel.MAX_CELLS);
     expect(model.cells[0].executionCount).toBe(5);
+  });
+
+  it('keeps the last oom, signals it, and forgets it after a restart', () => {
+    const model = new GpuKernelModel({ kernelId: 'k' });
+    const seen: Array<number | null> = [];
+    model.outOfMemory.connect((_, oom) => seen.push(oom.executionCount));
+    model.apply(oomMessage());
+    model.apply(oomMessage({ executionCount: 9 }));
+    expect(seen).toEqual([7, 9]);
+    expect(model.lastOom?.executionCount).toBe(9);
+    model.resetKernelState();
+    expect(model.lastOom).toBeNull();
   });
 });

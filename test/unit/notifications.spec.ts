@@ -22,7 +22,9 @@ describe('describeStacking', () => {
 
   it('says when the older one is still named by a variable', () => {
     const inventory = c01Inventory();
-    inventory.models[0].holders = [{ kind: 'variable', name: 'first' }];
+    inventory.models[0].holders = [
+      { kind: 'variable', name: 'first', path: 'first' }
+    ];
     inventory.models[0].stale = false;
     const [group] = findStackedModels(inventory);
     expect(describeStacking(group, trans)).toContain('still named by first');
@@ -32,7 +34,8 @@ describe('describeStacking', () => {
     const inventory = c01Inventory();
     inventory.models[0].holders = Array.from({ length: 40 }, (_, i) => ({
       kind: 'output' as const,
-      name: `_${i + 10}`
+      name: `_${i + 10}`,
+      path: `_${i + 10}`
     }));
     inventory.models[0].label = 'YOLO (' + 'x'.repeat(60) + '.yaml)';
     const [group] = findStackedModels(inventory);
@@ -47,7 +50,7 @@ describe('describeCleaned', () => {
     expect(
       describeCleaned(
         {
-          protocol: 1,
+          protocol: 2,
           type: 'cleaned',
           executionCount: 4,
           models: { before: 2, after: 1 },
@@ -159,7 +162,7 @@ describe('GpuNotifier', () => {
       trans
     });
     const cleaned = {
-      protocol: 1 as const,
+      protocol: 2 as const,
       type: 'cleaned' as const,
       executionCount: 4,
       models: { before: 2, after: 1 },

@@ -7,14 +7,22 @@ import {
   CellTable,
   formatDelta,
   formatDuration,
+  GraphsTable,
   HoldersTable,
+  RootsTable,
+  TensorsTable,
   TrendSummary
 } from '../../src/panel/components';
 import { panelData } from '../../src/panel/data';
 import { PanelContent } from '../../src/panel/view';
-import { DEFAULT_HOLDER_SORT, holderRows } from '../../src/analysis/holders';
+import { graphRows } from '../../src/analysis/graphs';
+import {
+  DEFAULT_HOLDER_SORT,
+  holderRows,
+  rootsSummary
+} from '../../src/analysis/holders';
 import { DEFAULT_SETTINGS } from '../../src/tokens';
-import { c01Inventory } from './fixtures';
+import { c01Inventory, c08Inventory, graphHolder, held } from './fixtures';
 
 // Record what the chart hands to recharts, and still render the real chart.
 const chartData: unknown[][] = [];
@@ -38,7 +46,7 @@ const GiB = 2 ** 30;
 function gpuModel(n: number): GpuKernelModel {
   const model = new GpuKernelModel({ kernelId: 'k', maxSamples: n });
   model.apply({
-    protocol: 1,
+    protocol: 2,
     type: 'hello',
     agentVersion: '0.1.0',
     python: '3.11.7',
@@ -46,12 +54,20 @@ function gpuModel(n: number): GpuKernelModel {
     torch: '2.14.1',
     nvml: true,
     nvmlError: null,
-    devices: [{ index: 0, name: 'NVIDIA H200', total: 141 * GiB, uuid: null }]
+    devices: [
+      {
+        index: 0,
+        nvmlIndex: 0,
+        name: 'NVIDIA H200',
+        total: 141 * GiB,
+        uuid: null
+      }
+    ]
   });
   for (let i = 0; i < n; i++) {
     const allocated = i === 6_543 ? 7 * GiB : GiB + (i % 13) * MiB;
     model.apply({
-      protocol: 1,
+      protocol: 2,
       type: 'sample',
       t: 1_000 + i,
       seq: i + 1,
@@ -63,7 +79,10 @@ function gpuModel(n: number): GpuKernelModel {
           total: 141 * GiB,
           process: allocated + GiB,
           allocated,
-          reserved: allocated + 512 * MiB
+          reserved: allocated + 512 * MiB,
+          cached: 512 * MiB,
+          nonTorch: 512 * MiB,
+          processHidden: false
         }
       ]
     });
@@ -109,7 +128,9 @@ describe('VramChart', () => {
       'Device used (NVML)3.0 GiB',
       'This kernel (NVML)2.0 GiB',
       'PyTorch reserved1.5 GiB',
-      'PyTorch allocated1.0 GiB',
+      'PyTorch allocated (in use by tensors)1.0 GiB',
+      'Cached by PyTorch (free for this kernel)512.0 MiB',
+      'CUDA context and libraries (until restart)512.0 MiB',
       'Device total141.0 GiB'
     ]);
   });
@@ -171,7 +192,9 @@ describe('HoldersTable', () => {
 
   it('offers no delete… for a name that is not an identifier', () => {
     const inventory = c01Inventory();
-    inventory.models[1].holders = [{ kind: 'variable', name: 'a b' }];
+    inventory.models[1].holders = [
+      { kind: 'variable', name: 'a b', path: 'a b' }
+    ];
     render(
       <HoldersTable
         rows={holderRows(inventory)}
@@ -207,7 +230,7 @@ describe('PanelContent', () => {
   function noGpuModel(): GpuKernelModel {
     const model = new GpuKernelModel({ kernelId: 'cpu' });
     model.apply({
-      protocol: 1,
+      protocol: 2,
       type: 'hello',
       agentVersion: '0.1.0',
       python: '3.11.7',
@@ -218,7 +241,7 @@ describe('PanelContent', () => {
       devices: []
     });
     model.apply({
-      protocol: 1,
+      protocol: 2,
       type: 'sample',
       t: 1_764_496_700,
       seq: 1,
@@ -399,5 +422,195 @@ describe('PanelContent while the kernel starts', () => {
     );
     expect(container.textContent).toContain('The kernel is restarting');
     expect(container.textContent).not.toContain('No GPU');
+  });
+});
+
+describe('who holds VRAM (protocol 2)', () => {
+  const HOSTILE = '<img src=x onerror=alert(1)>';
+  const noop = () => undefined;
+
+  /** C08 with hostile names everywhere the kernel chooses them. */
+  function hostileInventory() {
+    const inventory = c08Inventory();
+    inventory.models[0].holders.push(
+      held('variable', HOSTILE, `${HOSTILE}.model`)
+    );
+    inventory.models[0].parts.push({
+      path: `trainer.${HOSTILE}`,
+      kind: 'tensor',
+      className: HOSTILE,
+      bytes: { 'cuda:0': 2 * MiB }
+    });
+    inventory.roots.push({
+      kind: 'variable',
+      name: HOSTILE,
+      bytes: { 'cuda:0': 2 * MiB },
+      models: 0,
+      tensors: 1
+    });
+    inventory.unattributed['cuda:0'] = 30 * MiB;
+    inventory.tensors.push({
+      path: `${HOSTILE}[0]`,
+      kind: 'variable',
+      device: 'cuda:0',
+      bytes: 2 * MiB,
+      shape: [512, 1024],
+      dtype: HOSTILE,
+      gradFn: HOSTILE
+    });
+    inventory.graphs.push(graphHolder({ name: HOSTILE, path: HOSTILE }));
+    return inventory;
+  }
+
+  it('shows bytes per root with an unattributed row that add up to allocated', () => {
+    const summary = rootsSummary(c08Inventory(), 'cuda:0')!;
+    // 1 GiB + 256 MiB + 30 MiB of roots, 32 MiB unattributed.
+    expect(summary.total).toBe(GiB + 318 * MiB);
+    const { container } = render(
+      <RootsTable summary={summary} trans={trans} />
+    );
+    const rows = Array.from(
+      container.querySelectorAll('tbody tr, tfoot tr')
+    ) as HTMLElement[];
+    expect(rows.map(r => r.dataset.rootKind)).toEqual([
+      'variable',
+      'traceback',
+      'variable',
+      'unattributed',
+      'total'
+    ]);
+    expect(rows.map(r => r.textContent)).toEqual([
+      'val_lossesvariable1.0 GiB0 / 4',
+      'last traceback (train_step)last traceback256.0 MiB0 / 1',
+      'modelvariable30.0 MiB1 / 0',
+      'unattributednot reachable from a name32.0 MiB',
+      'PyTorch allocated1.3 GiB'
+    ]);
+    expect(container.querySelector('thead')?.textContent).toContain(
+      'On cuda:0'
+    );
+  });
+
+  it('shows holder paths and a model’s parts nested under it', () => {
+    const { container } = render(
+      <HoldersTable
+        rows={holderRows(c08Inventory())}
+        sort={DEFAULT_HOLDER_SORT}
+        onSort={noop}
+        onFree={noop}
+        onDelete={noop}
+        truncated={false}
+        trans={trans}
+      />
+    );
+    const rows = Array.from(
+      container.querySelectorAll('tbody tr')
+    ) as HTMLElement[];
+    expect(rows[0].textContent).toContain('model, runs[0].model');
+    expect(rows.slice(1).map(r => [r.dataset.partKind, r.textContent])).toEqual(
+      [
+        ['model', '↳ trainer.ema.emamodel copy DetectionModel12.0 MiB'],
+        ['optimizer', '↳ trainer.optimizeroptimizer state SGD6.0 MiB']
+      ]
+    );
+    // Delete… names only the variable that is the model itself.
+    expect(screen.getByText('Delete…').getAttribute('title')).toBe(
+      'Ask, then insert a cell that runs del model and frees the model'
+    );
+  });
+
+  it('renders every name from the kernel as text, never as HTML', () => {
+    const inventory = hostileInventory();
+    const model = gpuModel(5);
+    model.apply(inventory);
+    const data = panelData(model, DEFAULT_SETTINGS, null);
+    expect(data.roots?.rows.some(r => r.name === HOSTILE)).toBe(true);
+    expect(data.tensors.map(t => t.path)).toEqual([
+      'last traceback (train_step).act',
+      `${HOSTILE}[0]`
+    ]);
+    const fixed: string[] = [];
+    const { container } = render(
+      <PanelContent
+        data={data}
+        notebook={HOSTILE}
+        settings={DEFAULT_SETTINGS}
+        scale="device"
+        sort={DEFAULT_HOLDER_SORT}
+        onDevice={noop}
+        onScale={noop}
+        onSort={noop}
+        onFree={noop}
+        onDelete={noop}
+        onFixGraph={name => fixed.push(name)}
+        trans={trans}
+        chartSize={{ width: 400, height: 200 }}
+      />
+    );
+    expect(container.querySelector('img')).toBeNull();
+    const text = container.textContent ?? '';
+    expect(text).toContain(`${HOSTILE}.model`);
+    expect(text).toContain(`↳ trainer.${HOSTILE}`);
+    expect(text).toContain(`512×1024 ${HOSTILE} cuda:0`);
+    expect(text).toContain('Largest tensors outside models');
+    expect(text).toContain('Variables that keep autograd graphs alive');
+    expect(
+      container.querySelector(`[data-root="${CSS.escape(HOSTILE)}"]`)
+    ).not.toBeNull();
+    // Fix… only for val_losses: the hostile name never reaches an action.
+    const graphRowsShown = Array.from(
+      container.querySelectorAll('.jp-GpuHygiene-graphs tbody tr')
+    ) as HTMLElement[];
+    expect(graphRowsShown.map(r => r.dataset.graph)).toEqual([
+      HOSTILE,
+      'val_losses'
+    ]);
+    expect(screen.getAllByText('Fix…')).toHaveLength(1);
+    fireEvent.click(screen.getByText('Fix…'));
+    expect(fixed).toEqual(['val_losses']);
+  });
+
+  it('lists graph holders with count, estimate, grad_fn and the fix', () => {
+    const { container } = render(
+      <GraphsTable
+        graphs={graphRows({
+          ...c08Inventory(),
+          graphs: [
+            graphHolder(),
+            graphHolder({
+              name: 'stats',
+              path: "stats['loss']",
+              container: 'dict',
+              count: 2,
+              gradFn: 'MeanBackward0',
+              bytes: { 'cuda:0': 64 * MiB },
+              truncated: true
+            })
+          ]
+        })}
+        onFix={noop}
+        trans={trans}
+      />
+    );
+    const rows = Array.from(
+      container.querySelectorAll('tbody tr')
+    ) as HTMLElement[];
+    expect(rows.map(r => r.textContent)).toEqual([
+      'val_losses4 in a list~1.0 GiBNllLossBackward0Fix…',
+      "stats['loss']2 in a dict≥ 64.0 MiBMeanBackward0"
+    ]);
+    expect(container.textContent).toContain(
+      'Fix: store loss.item() or loss.detach(), or run evaluation under torch.no_grad().'
+    );
+  });
+
+  it('shows nothing for loose tensors or graphs when there are none', () => {
+    const { container } = render(
+      <>
+        <TensorsTable tensors={[]} trans={trans} />
+        <GraphsTable graphs={[]} onFix={noop} trans={trans} />
+      </>
+    );
+    expect(container.innerHTML).toBe('');
   });
 });

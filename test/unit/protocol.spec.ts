@@ -1,8 +1,14 @@
-import { parseKernelMessage } from '../../src/protocol';
-import { c01Inventory, gpuSample } from './fixtures';
+import { parseKernelMessage, PROTOCOL_VERSION } from '../../src/protocol';
+import {
+  c01Inventory,
+  c08Inventory,
+  gpuSample,
+  graphHolder,
+  oomMessage
+} from './fixtures';
 
 const hello = {
-  protocol: 1,
+  protocol: 2,
   type: 'hello',
   agentVersion: '0.1.0',
   python: '3.11.7',
@@ -14,9 +20,13 @@ const hello = {
 };
 
 describe('parseKernelMessage', () => {
-  it('accepts every message kind of protocol 1', () => {
+  it('is version 2', () => {
+    expect(PROTOCOL_VERSION).toBe(2);
+  });
+
+  it('accepts every message kind of protocol 2', () => {
     const cleaned = {
-      protocol: 1,
+      protocol: 2,
       type: 'cleaned',
       executionCount: 5,
       models: { before: 2, after: 1 },
@@ -25,16 +35,57 @@ describe('parseKernelMessage', () => {
       reserved: null
     };
     const error = {
-      protocol: 1,
+      protocol: 2,
       type: 'error',
       where: 'nvml',
       message: 'Driver Not Loaded'
     };
+    const helloGpu = {
+      ...hello,
+      torch: '2.14.1',
+      nvml: true,
+      nvmlError: null,
+      devices: [
+        {
+          index: 0,
+          nvmlIndex: 3,
+          name: 'NVIDIA H200',
+          total: 150_754_820_096,
+          uuid: 'GPU-1'
+        }
+      ]
+    };
+    const hidden = gpuSample(1, 2);
+    hidden.devices[0] = {
+      ...hidden.devices[0],
+      process: null,
+      nonTorch: null,
+      processHidden: true
+    };
     for (const message of [
       hello,
+      helloGpu,
       gpuSample(1, 2),
+      hidden,
       c01Inventory(),
+      c08Inventory(),
+      { ...c08Inventory(), skipped: true },
       cleaned,
+      oomMessage(),
+      oomMessage({
+        executionCount: null,
+        device: null,
+        requested: null,
+        free: null,
+        total: null,
+        process: null,
+        allocated: null,
+        reserved: null,
+        torch: null,
+        processes: [{ pid: 77, used: null }],
+        stale: [{ id: '0x1', label: '<img src=x onerror=alert(1)>', bytes: 1 }],
+        ultralytics: '8.4.190'
+      }),
       error
     ]) {
       const result = parseKernelMessage(message);
@@ -46,7 +97,108 @@ describe('parseKernelMessage', () => {
     ['not an object', 'hello'],
     ['an array', [1, 2]],
     ['null', null],
-    ['another protocol version', { ...hello, protocol: 2 }],
+    ['another protocol version', { ...hello, protocol: 3 }],
+    ['a version 1 hello', { ...hello, protocol: 1 }],
+    [
+      'a version 1 inventory (no roots, tensors, graphs, paths, parts)',
+      {
+        ...c01Inventory(),
+        protocol: 1,
+        skipped: undefined,
+        roots: undefined,
+        unattributed: undefined,
+        tensors: undefined,
+        graphs: undefined
+      }
+    ],
+    [
+      'a version 1 shaped inventory under protocol 2',
+      { ...c01Inventory(), roots: undefined, graphs: undefined }
+    ],
+    [
+      'a holder without a path',
+      {
+        ...c01Inventory(),
+        models: [
+          {
+            ...c01Inventory().models[0],
+            holders: [{ kind: 'variable', name: 'model' }]
+          }
+        ]
+      }
+    ],
+    [
+      'a model without parts',
+      {
+        ...c01Inventory(),
+        models: [{ ...c01Inventory().models[0], parts: undefined }]
+      }
+    ],
+    [
+      'an unknown part kind',
+      {
+        ...c08Inventory(),
+        models: [
+          {
+            ...c08Inventory().models[0],
+            parts: [{ path: 'x', kind: 'scheduler', className: 'X', bytes: {} }]
+          }
+        ]
+      }
+    ],
+    [
+      'negative unattributed bytes',
+      { ...c08Inventory(), unattributed: { 'cuda:0': -1 } }
+    ],
+    [
+      'an unknown graph container',
+      {
+        ...c08Inventory(),
+        graphs: [graphHolder({ container: 'deque' as any })]
+      }
+    ],
+    [
+      'a graph count that is not an integer',
+      { ...c08Inventory(), graphs: [graphHolder({ count: 1.5 })] }
+    ],
+    [
+      'too many loose tensors',
+      {
+        ...c08Inventory(),
+        tensors: Array.from({ length: 1001 }, () => c08Inventory().tensors[0])
+      }
+    ],
+    [
+      'a tensor shape with a negative size',
+      {
+        ...c08Inventory(),
+        tensors: [{ ...c08Inventory().tensors[0], shape: [-1] }]
+      }
+    ],
+    [
+      'a sample device without processHidden',
+      {
+        ...gpuSample(1, 2),
+        devices: [{ ...gpuSample(1, 2).devices[0], processHidden: undefined }]
+      }
+    ],
+    [
+      'a hello device without nvmlIndex',
+      {
+        ...hello,
+        devices: [{ index: 0, name: 'GPU', total: 1, uuid: null }]
+      }
+    ],
+    ['an oom with a string traceback', oomMessage({ traceback: '1' as any })],
+    [
+      'an oom without versions',
+      { ...oomMessage(), torch: undefined, ultralytics: undefined }
+    ],
+    [
+      'an oom with a huge version string',
+      oomMessage({ ultralytics: '8'.repeat(201) })
+    ],
+    ['an oom of protocol 1', { ...oomMessage(), protocol: 1 }],
     ['no protocol', { ...hello, protocol: undefined }],
     ['an unknown type', { ...hello, type: 'bye' }],
     ['a wrong field type', { ...hello, pid: '4242' }],
@@ -71,7 +223,10 @@ describe('parseKernelMessage', () => {
       {
         ...c01Inventory(),
         models: [
-          { ...c01Inventory().models[0], holders: [{ kind: 'x', name: 'a' }] }
+          {
+            ...c01Inventory().models[0],
+            holders: [{ kind: 'x', name: 'a', path: 'a' }]
+          }
         ]
       }
     ],

@@ -152,7 +152,7 @@ describe('floorSeries', () => {
 /** Samples of one running cell (busy), one a second, allocated from `f`. */
 function trainingSamples(n: number, f: (i: number) => number): ISample[] {
   return Array.from({ length: n }, (_, i) => ({
-    protocol: 1 as const,
+    protocol: 2 as const,
     type: 'sample' as const,
     t: 1000 + i,
     seq: i + 1,
@@ -164,7 +164,10 @@ function trainingSamples(n: number, f: (i: number) => number): ISample[] {
         total: 80 * GiB,
         process: 5 * GiB,
         allocated: f(i),
-        reserved: 6 * GiB
+        reserved: 6 * GiB,
+        cached: null,
+        nonTorch: null,
+        processHidden: false
       }
     ]
   }));
