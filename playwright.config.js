@@ -5,6 +5,9 @@
  */
 const baseConfig = require('@jupyterlab/galata/lib/playwright-config');
 
+// GPU_HYGIENE_UI_PORT lets two Galata runs share a machine (default 8888).
+const PORT = Number(process.env.GPU_HYGIENE_UI_PORT || 8888);
+
 module.exports = {
   ...baseConfig,
   testDir: './test/ui',
@@ -17,7 +20,7 @@ module.exports = {
   retries: 0,
   use: {
     ...baseConfig.use,
-    baseURL: 'http://127.0.0.1:8888',
+    baseURL: `http://127.0.0.1:${PORT}`,
     trace: 'retain-on-failure',
     video: 'off',
     launchOptions: {
@@ -34,9 +37,8 @@ module.exports = {
     }
   },
   webServer: {
-    command:
-      '.venv/bin/jupyter lab --config test/ui/jupyter_server_test_config.py',
-    url: 'http://127.0.0.1:8888/lab',
+    command: `.venv/bin/jupyter lab --config test/ui/jupyter_server_test_config.py --ServerApp.port=${PORT}`,
+    url: `http://127.0.0.1:${PORT}/lab`,
     timeout: 180000,
     reuseExistingServer: false,
     env: { ...process.env, YOLO_OFFLINE: 'true' }

@@ -9,7 +9,7 @@ from jupyterlab.galata import configure_jupyter_server
 configure_jupyter_server(c)
 
 c.ServerApp.ip = "127.0.0.1"
-c.ServerApp.port = 8888
+c.ServerApp.port = 8888  # playwright.config.js passes --ServerApp.port
 c.ServerApp.port_retries = 0
 c.ServerApp.root_dir = mkdtemp(prefix="gpu-hygiene-galata-")
 c.ServerApp.open_browser = False
