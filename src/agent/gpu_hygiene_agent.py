@@ -68,6 +68,7 @@ MAX_PARTS = 50  # parts per model
 MAX_GRAPH_HOLDERS = 50
 MAX_ROOTS = 200  # roots reported per inventory, largest first
 GRAPH_ITEMS = 10000  # container items looked at per graph holder
+GRAPH_ITEMS_TOTAL = 50000  # container items looked at for graph holders per inventory
 GRAPH_NODES = 20000  # autograd nodes visited per inventory
 FINGERPRINT_ITEMS = 1000  # items of a container / attributes of an object fingerprinted one by one
 
@@ -696,7 +697,8 @@ class Walker:
             self.visits += 1
             self._phase_visits += 1
             limit = min(ROOT_EXAMINED - examined, PHASE_EXAMINED - self._phase_examined)
-            refs = self._referents(obj, cls, limit)
+            left = min(ROOT_VISITS - visits, PHASE_VISITS - self._phase_visits)
+            refs = self._referents(obj, cls, limit, left)
             examined += len(refs)
             self._phase_examined += len(refs)
             for ref in refs:
@@ -713,9 +715,11 @@ class Walker:
                 return False
         return True
 
-    def _referents(self, obj, cls, limit):
+    def _referents(self, obj, cls, limit, visits_left=ROOT_VISITS):
         """What ``obj`` refers to, by the rules of the class docstring (list, at most about
-        ``limit`` items; a cut sets ``truncated``)."""
+        ``limit`` items; a cut sets ``truncated``). Of a container too large for ``limit``
+        only the first non-leaf items that the ``visits_left`` can still expand are returned
+        (looking at no more than four times as many items)."""
         if cls is types.FunctionType:
             out = list(obj.__closure__ or ())
             if obj.__defaults__:
@@ -737,10 +741,13 @@ class Walker:
         if cls in _PLAIN_CONTAINERS:
             size = len(obj) * (2 if cls is dict else 1)
             if size > limit:
-                # a huge container: look at its first items only (no full copy)
+                # a huge container: look at its first items only (no full copy), and keep no
+                # more of them than the walk can still expand
                 self.truncated = True
                 it = itertools.chain.from_iterable(obj.items()) if cls is dict else iter(obj)
-                return list(itertools.islice(it, max(limit, 0)))
+                left = max(min(visits_left, limit), 0)
+                head = itertools.islice(it, min(limit, 4 * left))
+                return list(itertools.islice((x for x in head if type(x) not in _LEAF_TYPES), left))
             if cls is dict:
                 return [*obj.keys(), *obj.values()]
             return list(obj)
@@ -872,6 +879,19 @@ def _grad_fn(tensor):
         return tensor.grad_fn
     except Exception:
         return None
+
+
+def _size_hint(container):
+    """Items in a container and in the containers nested in it, counted up to
+    ``GRAPH_ITEMS + 1`` (int): enough to tell whether a search of ``GRAPH_ITEMS`` was cut."""
+    total = len(container)
+    values = container.values() if type(container) is dict else container
+    for item in itertools.islice(values, GRAPH_ITEMS + 1):
+        if total > GRAPH_ITEMS:
+            break
+        if type(item) in _PLAIN_CONTAINERS:
+            total += len(item)
+    return total
 
 
 _SAVED_NAMES = {}  # autograd node type -> tuple of its "_saved_*" attribute names
@@ -1476,11 +1496,12 @@ class Agent:
             # A model's plain attributes (a trainer, its EMA copy, an optimizer...) are walked
             # too: what hangs off a model is reported as its parts. Known submodules are not
             # expanded.
-            _tops, known_parent = self._models()
+            forest = (self.tracker.changes, *self._models())
+            known_parent = forest[2]
             walker.expand_module = lambda module: id(module) not in known_parent
             walker.module_internals = _module_internals(torch)
-            del _tops
         else:
+            forest = None
             walker = Walker(None, None, self._skip_ids())
         roots = []  # (kind, name, Reach) in attribution order
         variables = self._variable_roots(shell)
@@ -1506,9 +1527,11 @@ class Agent:
             for _kind, _name, found in roots:
                 for module, _suffix, _via, _rel in found.modules:
                     self.tracker.add(module)  # e.g. unpickled models the hooks never saw
-            census = self._census(roots, truncated, cuda, torch, variables)
+            if forest[0] != self.tracker.changes:
+                forest = (None, *self._models())  # the walk found modules the hooks missed
+            census = self._census(roots, truncated, cuda, torch, variables, forest[1:])
             truncated = truncated or census["cut"]
-        del roots, variables
+        del roots, variables, forest
         return {
             "protocol": PROTOCOL,
             "type": "inventory",
@@ -1528,11 +1551,11 @@ class Agent:
             "graphs": census["graphs"],
         }
 
-    def _census(self, roots, truncated, cuda, torch, variables):
+    def _census(self, roots, truncated, cuda, torch, variables, forest):
         """Models with holders and parts, bytes per root, loose tensors and graph holders (see
         the ``inventory`` message). ``roots``: [(kind, name, Reach)] in attribution order;
-        ``variables``: the user variables [(name, value)]."""
-        tops, parent = self._models()
+        ``variables``: the user variables [(name, value)]; ``forest``: ``_models()``."""
+        tops, parent = forest
 
         def owner(module):
             current = module
@@ -1761,6 +1784,7 @@ class Agent:
         ``GRAPH_NODES`` nodes per inventory. Returns (list, truncated)."""
         tensor_type = torch.Tensor
         budget = [GRAPH_NODES]
+        items_left = [GRAPH_ITEMS_TOTAL]
         cut = False
         out = []
         for name, value in variables:
@@ -1774,7 +1798,7 @@ class Agent:
                 path = name
             elif cls in _PLAIN_CONTAINERS:
                 container = cls.__name__
-                found, label, many = self._grad_tensors(value, tensor_type)
+                found, label, many = self._grad_tensors(value, tensor_type, items_left)
                 cut = cut or many
                 path = name + (label or "")
             else:
@@ -1802,23 +1826,25 @@ class Agent:
         return out, cut
 
     @staticmethod
-    def _grad_tensors(value, tensor_type):
+    def _grad_tensors(value, tensor_type, budget):
         """Tensors with ``grad_fn`` in a container and in containers nested once in it.
 
-        Returns (tensors, label, cut): ``label`` the path suffix of the nested container when
-        all of them sit in one (``"['loss']"``), else None; ``cut`` when ``GRAPH_ITEMS`` items
-        were not enough."""
+        Looks at no more than ``GRAPH_ITEMS`` items, nor than ``budget[0]`` (the items left to
+        this inventory, decreased). Returns (tensors, label, cut): ``label`` the path suffix of
+        the nested container when all of them sit in one (``"['loss']"``), else None; ``cut``
+        when the items allowed were not enough."""
         found = []
         homes = set()
         label = None
         seen = 0
+        allowed = max(0, min(GRAPH_ITEMS, budget[0]))
 
         def items(container):
             if type(container) is dict:
                 return container.items()
             return ((None, item) for item in container)
 
-        for key, item in itertools.islice(items(value), GRAPH_ITEMS):
+        for key, item in itertools.islice(items(value), allowed):
             seen += 1
             cls = type(item)
             if issubclass(cls, tensor_type):
@@ -1826,7 +1852,7 @@ class Agent:
                     found.append(item)
                     homes.add(None)
             elif cls in _PLAIN_CONTAINERS:
-                for _inner_key, inner in itertools.islice(items(item), GRAPH_ITEMS - seen):
+                for _inner_key, inner in itertools.islice(items(item), allowed - seen):
                     seen += 1
                     if issubclass(type(inner), tensor_type) and _grad_fn(inner) is not None:
                         if id(item) not in homes:
@@ -1834,12 +1860,12 @@ class Agent:
                             label = _edge_label(value, item, None) if key is None else None
                             label = label or _key_label(key)
                         found.append(inner)
-            if seen >= GRAPH_ITEMS:
+            if seen >= allowed:
                 break
+        budget[0] -= seen
         if len(homes) != 1 or None in homes:
             label = None
-        total = len(value) + sum(len(v) for _k, v in items(value) if type(v) in _PLAIN_CONTAINERS)
-        return found, label, seen < total
+        return found, label, seen >= allowed and seen < _size_hint(value)
 
     @staticmethod
     def _graph_bytes(tensors, tensor_type, params, budget):
