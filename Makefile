@@ -102,3 +102,16 @@ gpu-check:
 		$(if $(WHEELS),--wheels $(WHEELS)) $(if $(NODE),--node $(NODE)) \
 		$(if $(CLEANUP_JS),--cleanup-js $(CLEANUP_JS)) $(if $(CLEAN_CELLS),--clean-cells $(CLEAN_CELLS)) \
 		$(GPU_CHECK_ARGS)
+
+# Cost of the kernel agent (issue 3): real kernels with 1e4..2e6 live objects and 1/10/50 YOLO
+# models, the agent's per-cell and per-sample cost against a naive gc scan and ipyexperiments'
+# per-cell logger; writes bench/results.json and bench/profile.txt (docs/benchmarks.md explains).
+#   make bench [BENCH_ARGS=--quick]   BENCH_ARGS: more options of bench/bench.py (--help)
+.PHONY: bench
+$(STAMP)/bench: bench/requirements.txt $(STAMP)/venv | $(STAMP)
+	$(BIN)/python -m pip install -q --no-deps -r bench/requirements.txt
+	$(BIN)/python -c "import ipyexperiments, psutil; print('ipyexperiments', ipyexperiments.__version__)"
+	touch $@
+
+bench: $(STAMP)/bench
+	$(BIN)/python bench/bench.py $(BENCH_ARGS)

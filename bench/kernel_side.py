@@ -1,0 +1,380 @@
+"""Bench-only instrumentation that runs inside the benchmark kernels (not part of the extension).
+
+``bench/bench.py`` sends this file as text in a *silent* execute request and runs it in its own
+module object ``_gpu_hygiene_bench`` in ``sys.modules``, the way the agent's loader does: nothing
+lands in the user namespace that the agent walks, and silent requests fire no
+``pre_run_cell``/``post_run_cell`` hook. The driver calls its functions through silent requests
+(``__import__('sys').modules['_gpu_hygiene_bench'].<function>(...)``).
+
+What it adds to the kernel: perf_counter wrappers around already registered IPython callbacks
+(the agent's, ipyexperiments' CellLogger's), the user data set, and timers for ``agent.sample()``,
+a naive heap scan, the sampler thread's CPU time, and a profile of the agent's inventory.
+"""
+
+import contextlib
+import cProfile
+import gc
+import io
+import json
+import os
+import pstats
+import sys
+import threading
+import time
+
+AGENT_MODULE = "_jupyterlab_gpu_hygiene_agent"
+
+_times = {}  # timer name -> [milliseconds]
+_keep = {}  # objects this module keeps alive (the ipyexperiments logger)
+
+
+def _shell():
+    from IPython import get_ipython
+
+    return get_ipython()
+
+
+def _agent_module():
+    return sys.modules[AGENT_MODULE]
+
+
+def agent():
+    return _agent_module()._agent
+
+
+def _ms(seconds):
+    return seconds * 1000.0
+
+
+def _timed(name, fn):
+    """``fn`` wrapped: wall time (perf_counter) under ``name``, the calling thread's CPU time
+    (thread_time) under ``name + "_cpu"``, both in ms."""
+    bucket = _times.setdefault(name, [])
+    cpu_bucket = _times.setdefault(name + "_cpu", [])
+    clock = time.perf_counter
+    cpu_clock = time.thread_time
+
+    def timed(*args, **kwargs):
+        started = clock()
+        cpu_started = cpu_clock()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            cpu_bucket.append(_ms(cpu_clock() - cpu_started))
+            bucket.append(_ms(clock() - started))
+
+    timed.__wrapped__ = fn
+    return timed
+
+
+def wrap_hooks(owner, prefix):
+    """Replace each IPython event callback that is a bound method of ``owner`` by a timed
+    wrapper (in place, same position); its times go to ``<prefix>_<event>``. Returns the event
+    names wrapped."""
+    wrapped = []
+    for event, callbacks in _shell().events.callbacks.items():
+        for i, fn in enumerate(callbacks):
+            if getattr(fn, "__self__", None) is owner:
+                callbacks[i] = _timed(f"{prefix}_{event}", fn)
+                wrapped.append(event)
+    return wrapped
+
+
+def wrap_agent():
+    return wrap_hooks(agent(), "agent")
+
+
+def take(name):
+    """The times recorded under ``name`` since the last take (list of ms)."""
+    bucket = _times.setdefault(name, [])
+    out = list(bucket)
+    del bucket[:]
+    return out
+
+
+def clear():
+    """Forget every time recorded so far."""
+    for bucket in _times.values():
+        del bucket[:]
+
+
+def count_objects():
+    return len(gc.get_objects())
+
+
+def make_records(n):
+    """A data set like a detection notebook's annotations (COCO-like records: a dict and a bbox
+    list each, two gc-tracked objects), grown until ``len(gc.get_objects())`` rose by ``n``.
+    Returns the list; ``records_added()`` says how many objects it added and the total."""
+    gc.collect()
+    base = len(gc.get_objects())
+    records = []
+
+    def grow(count):
+        start = len(records)
+        for i in range(start, start + count):
+            records.append(
+                {
+                    "id": i,
+                    "image": f"img_{i // 8:07d}.jpg",
+                    "category": i % 80,
+                    "bbox": [float(i % 640), float(i % 480), 32.0 + i % 7, 48.0 + i % 5],
+                    "iscrowd": 0,
+                }
+            )
+
+    grow(max(n // 2 - 8, 0))
+    while True:
+        added = len(gc.get_objects()) - base
+        if added >= n:
+            _keep["records"] = (added, base + added)
+            return records
+        grow(max((n - added) // 2, 1))
+
+
+def records_added():
+    """(objects added, objects in total) of the last ``make_records``."""
+    return _keep["records"]
+
+
+def time_sample(reps):
+    """``agent.sample()`` timed ``reps`` times in the calling (main) thread (list of ms)."""
+    sample = agent().sample
+    clock = time.perf_counter
+    out = []
+    for _ in range(reps):
+        started = clock()
+        sample()
+        out.append(_ms(clock() - started))
+    return out
+
+
+def naive(reps):
+    """The naive full scan: ``gc.get_objects()`` and an isinstance pass for torch.nn.Module.
+    Returns (wall ms, CPU ms of the main thread, modules found)."""
+    module_type = sys.modules["torch"].nn.Module
+    clock = time.perf_counter
+    out = []
+    cpu = []
+    found = 0
+    for _ in range(reps):
+        started = clock()
+        cpu_started = time.thread_time()
+        objects = gc.get_objects()
+        found = sum(1 for obj in objects if isinstance(obj, module_type))
+        cpu.append(_ms(time.thread_time() - cpu_started))
+        out.append(_ms(clock() - started))
+        del objects
+    return out, cpu, found
+
+
+# ---- sampler thread CPU
+
+
+def _task_ns(tid):
+    """CPU time (ns) of one thread of this process: schedstat's on-CPU time, else utime+stime
+    from stat (clock ticks)."""
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])
+        return ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
+def cpu_snapshot():
+    """{wall (s), sampler (ns), process (ns, all live threads), threads {name: ns}, seq}."""
+    a = agent()
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    threads = {}
+    total = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            ns = _task_ns(tid)
+        except OSError:
+            continue
+        total += ns
+        name = names.get(int(tid), f"tid {tid}")
+        threads[name] = threads.get(name, 0) + ns
+    return {
+        "wall": time.monotonic(),
+        "sampler": _task_ns(a.thread.native_id),
+        "process": total,
+        "threads": threads,
+        "interval_ms": a.interval_ms,
+    }
+
+
+# ---- ipyexperiments
+
+
+def start_ipx():
+    """ipyexperiments' per-cell logger on the CPU backend (``IPyExperimentsCPU`` with
+    ``exp_enable=False``: the CellLogger alone, its defaults: gc.collect() per cell, RSS, a peak
+    thread while the cell runs), its hooks timed. Returns (version, events wrapped)."""
+    import ipyexperiments
+
+    exp = ipyexperiments.IPyExperimentsCPU(exp_enable=False)
+    _keep["ipx"] = exp
+    return ipyexperiments.__version__, wrap_hooks(exp.cl, "ipx")
+
+
+# ---- where the inventory's time goes
+
+
+def _full_inventory(a):
+    """One full inventory (``reuse=False``: never the re-sent one) and its broadcast."""
+    inventory = a.build_inventory(None)
+    a.broadcast(inventory)
+    return inventory
+
+
+def profile_inventory(reps, top=25):
+    """cProfile over ``reps`` full inventories (``agent.build_inventory(None)``, what
+    ``post_run_cell`` does after a cell that changed something, then ``broadcast``). Returns
+    {walls (ms, profiled), text, rows}; rows are (function, calls per run, tottime ms per run,
+    cumtime ms per run), by tottime."""
+    a = agent()
+    prof = cProfile.Profile()
+    clock = time.perf_counter
+    walls = []
+    for _ in range(reps):
+        started = clock()
+        prof.enable()
+        _full_inventory(a)
+        prof.disable()
+        walls.append(_ms(clock() - started))
+    text = io.StringIO()
+    stats = pstats.Stats(prof, stream=text)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    rows = []
+    for (filename, line, name), (_cc, ncalls, tottime, cumtime, _callers) in stats.stats.items():
+        where = os.path.basename(filename) if filename.startswith("/") else filename
+        rows.append(
+            (f"{where}:{line}({name})", ncalls / reps, _ms(tottime) / reps, _ms(cumtime) / reps)
+        )
+    rows.sort(key=lambda r: r[2], reverse=True)
+    return {"walls": walls, "text": text.getvalue(), "rows": rows[:top]}
+
+
+# what is timed on the inventory path, when it exists: (owner, attribute); owner "agent" (the
+# Agent instance), "tracker" (its ModuleTracker), "module" (the agent module's globals),
+# "Walker" (the class)
+SECTION_TARGETS = (
+    ("agent", "_fingerprint"),
+    ("agent", "_inventory"),
+    ("agent", "_skip_ids"),
+    ("agent", "_models"),
+    ("tracker", "live"),
+    ("module", "module_forest"),
+    ("agent", "_variable_roots"),
+    ("agent", "_output_roots"),
+    ("Walker", "reach"),
+    ("agent", "_walk_last_error"),
+    ("agent", "_census"),
+    ("module", "model_stats"),
+    ("agent", "_graph_holders"),
+    ("agent", "_grad_tensors"),
+    ("agent", "_graph_bytes"),
+    ("agent", "_model_entry"),
+    ("agent", "broadcast"),
+)
+
+
+def sections(reps=3):
+    """perf_counter sections of full inventories, without profiler overhead. For the duration of
+    the call, each function of ``SECTION_TARGETS`` is shadowed by a timed wrapper (an attribute
+    of the agent or tracker instance, the agent module's global, or the Walker class attribute;
+    the agent's code is not changed) and put back afterwards; only the main thread's calls are
+    counted (the sampler thread broadcasts too). Garbage collections during the inventories are
+    timed through ``gc.callbacks``. Returns {times: {name: [inclusive ms per inventory]}, calls:
+    {name: calls per inventory}, figures: walk figures (from the Walker handed to
+    ``_walk_last_error``), sizes}."""
+    m = _agent_module()
+    a = m._agent
+    clock = time.perf_counter
+    main = threading.main_thread()
+    current = {}
+    calls = {}
+    figures = {}
+
+    def shadow(name, fn):
+        def timed(*args, **kwargs):
+            if threading.current_thread() is not main:
+                return fn(*args, **kwargs)
+            started = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                current[name] = current.get(name, 0.0) + _ms(clock() - started)
+                calls[name] = calls.get(name, 0) + 1
+                for arg in args:
+                    if hasattr(arg, "visits") and hasattr(arg, "truncated"):
+                        figures["walk_visits"] = arg.visits
+                        figures["walk_truncated"] = bool(arg.truncated)
+
+        return timed
+
+    owners = {"agent": a, "tracker": a.tracker, "module": m, "Walker": getattr(m, "Walker", None)}
+    restore = []  # (owner, attribute, original or None to delete)
+    for owner_name, attr in SECTION_TARGETS:
+        owner = owners[owner_name]
+        fn = getattr(owner, attr, None)
+        if owner is None or not callable(fn):
+            continue
+        label = attr if owner_name in ("agent", "module") else f"{owner_name}.{attr}"
+        if owner_name in ("agent", "tracker"):
+            if attr in vars(owner):
+                continue
+            restore.append((owner, attr, None))
+        else:
+            original = vars(owner)[attr] if owner_name == "Walker" else fn
+            restore.append((owner, attr, original))
+            fn = original
+        setattr(owner, attr, shadow(label, fn))
+
+    gc_started = []
+
+    def on_gc(phase, info):
+        if phase == "start":
+            gc_started.append(clock())
+        elif gc_started:
+            key = f"gc collections, generation {info['generation']}"
+            current[key] = current.get(key, 0.0) + _ms(clock() - gc_started.pop())
+            calls[key] = calls.get(key, 0) + 1
+
+    times = {}
+    gc.callbacks.append(on_gc)
+    try:
+        for _ in range(reps):
+            current.clear()
+            started = clock()
+            inventory = a.build_inventory(None)
+            current["build_inventory (full)"] = _ms(clock() - started)
+            a.broadcast(inventory)
+            for name, value in current.items():
+                times.setdefault(name, []).append(value)
+            figures["inventory_json_bytes"] = len(json.dumps(inventory))
+            figures["truncated"] = bool(inventory.get("truncated"))
+            del inventory
+    finally:
+        gc.callbacks.remove(on_gc)
+        for owner, attr, original in reversed(restore):
+            if original is None:
+                with contextlib.suppress(AttributeError):
+                    delattr(owner, attr)
+            else:
+                setattr(owner, attr, original)
+    figures.update(
+        tracked_modules=len(a.tracker.live()),
+        sys_modules=len(sys.modules),
+        user_ns=len(a.shell.user_ns),
+    )
+    return {
+        "times": times,
+        "calls": {name: count / reps for name, count in calls.items()},
+        "figures": figures,
+    }
