@@ -217,21 +217,46 @@ def cuda_visible_nvml_indices(env_value, nvml_uuids):
     return result
 
 
-def _storage_of(tensor):
+_STORAGES = {}  # id(tensor) -> (weakref to it, tensor.data_ptr(), storage key, nbytes)
+MAX_CACHED_STORAGES = 200000
+
+
+def _measure(tensor):
     """(storage key, nbytes) of a tensor's storage, the key being (device str, data_ptr);
-    None for meta tensors, empty storages and tensors torch cannot measure. Never raises."""
+    None for meta tensors and empty storages. Raises what torch raises for a tensor without
+    a storage (sparse layouts, some subclasses).
+
+    Answers are cached under a weak reference to the tensor and re-checked against
+    ``tensor.data_ptr()`` (0.3 us instead of the 2 us of ``untyped_storage()``): a tensor
+    whose data moved (``.data =``, ``set_``, a resize that reallocated) is measured again."""
+    ptr = tensor.data_ptr()
+    cached = _STORAGES.get(id(tensor))
+    if cached is not None and cached[1] == ptr and cached[0]() is tensor:
+        return cached[2], cached[3]
+    device = tensor.device
+    if device.type == "meta":
+        return None
+    storage = tensor.untyped_storage()
+    base = storage.data_ptr()
+    nbytes = int(storage.nbytes())
+    if base == 0 or nbytes == 0:
+        return None
+    key = (str(device), base)
+    if len(_STORAGES) >= MAX_CACHED_STORAGES:
+        _STORAGES.clear()
+    try:  # noqa: SIM105 -- hot path, cheaper than contextlib.suppress
+        _STORAGES[id(tensor)] = (weakref.ref(tensor), ptr, key, nbytes)
+    except TypeError:
+        pass  # a tensor type without weak references: not cached
+    return key, nbytes
+
+
+def _storage_of(tensor):
+    """``_measure(tensor)``, or None when torch cannot measure it. Never raises."""
     try:
-        device = tensor.device
-        if device.type == "meta":
-            return None
-        storage = tensor.untyped_storage()
-        ptr = storage.data_ptr()
-        nbytes = int(storage.nbytes())
+        return _measure(tensor)
     except Exception:
         return None
-    if ptr == 0 or nbytes == 0:
-        return None
-    return (str(device), ptr), nbytes
 
 
 def _add_storage(tensor, storages):
@@ -240,15 +265,9 @@ def _add_storage(tensor, storages):
     Meta tensors and empty storages are skipped. Raises what torch raises for tensors without
     a storage (sparse layouts, some subclasses); callers catch.
     """
-    device = tensor.device
-    if device.type == "meta":
-        return
-    storage = tensor.untyped_storage()
-    ptr = storage.data_ptr()
-    nbytes = int(storage.nbytes())
-    if ptr == 0 or nbytes == 0:
-        return
-    storages[(str(device), ptr)] = nbytes
+    measured = _measure(tensor)
+    if measured is not None:
+        storages[measured[0]] = measured[1]
 
 
 def _bytes_by_device(storages):
@@ -881,6 +900,25 @@ def _grad_fn(tensor):
         return None
 
 
+def _shallow(value):
+    """A cheap signature of an object one level deep (tuple of ints, compared with ==): its
+    id and the ids of a container's items or of an instance's attributes (up to
+    ``FINGERPRINT_ITEMS`` of them; of a larger container its size and its first 32 items,
+    so that a new container at a freed one's address is told apart). Modules, classes and
+    functions: the id."""
+    cls = type(value)
+    if cls in _PLAIN_CONTAINERS:
+        size = len(value)
+        items = value.values() if cls is dict else value
+        if size <= FINGERPRINT_ITEMS:
+            return (id(value), *map(id, items))
+        return (id(value), -size, *map(id, itertools.islice(items, 32)))
+    attrs = None if issubclass(cls, _OPAQUE_TYPES) else _vars(value)
+    if attrs and len(attrs) <= FINGERPRINT_ITEMS:
+        return (id(value), *map(id, list(attrs.values())))
+    return (id(value),)
+
+
 def _size_hint(container):
     """Items in a container and in the containers nested in it, counted up to
     ``GRAPH_ITEMS + 1`` (int): enough to tell whether a search of ``GRAPH_ITEMS`` was cut."""
@@ -1121,6 +1159,7 @@ class Agent:
         self.clean_snapshot = None
         self.last_inventory = None  # (fingerprint, inventory dict) of the last full inventory
         self._module_dicts = None  # (len(sys.modules), frozenset of module __dict__ ids)
+        self._fruitless = {}  # (kind, name) -> signature of a root whose cut walk found nothing
         self.devices = DeviceSampler()
         self.pid = os.getpid()
         self.configure(config)
@@ -1447,19 +1486,7 @@ class Agent:
                 cls = type(value)
                 if cls in _LEAF_TYPES or (isinstance(name, str) and _SYSTEM_NAME.match(name)):
                     continue
-                if cls in _PLAIN_CONTAINERS:
-                    size = len(value)
-                    if size <= FINGERPRINT_ITEMS:
-                        items = value.values() if cls is dict else value
-                        parts.append((name, id(value), tuple(map(id, items))))
-                    else:
-                        parts.append((name, id(value), size))
-                    continue
-                attrs = None if issubclass(cls, _OPAQUE_TYPES) else _vars(value)
-                if attrs and len(attrs) <= FINGERPRINT_ITEMS:
-                    parts.append((name, id(value), tuple(map(id, list(attrs.values())))))
-                else:
-                    parts.append((name, id(value)))
+                parts.append((name, _shallow(value)))
         cache = _output_cache(shell)
         parts.append(tuple(map(id, list(cache.values()))) if type(cache) is dict else None)
         displayhook = getattr(shell, "displayhook", None)
@@ -1504,13 +1531,26 @@ class Agent:
             forest = None
             walker = Walker(None, None, self._skip_ids())
         roots = []  # (kind, name, Reach) in attribution order
+        fruitless = {}  # (kind, name) -> _shallow(value): cut walks that found nothing
         variables = self._variable_roots(shell)
         if torch is not None:
             for kind, pairs in (("variable", variables), ("output", self._output_roots(shell))):
                 walker.start_phase()
                 for name, value in pairs:
-                    roots.append((kind, name, walker.reach(value, _storage_of, optimizer_type)))
+                    # A root whose last walk hit a bound and found nothing, unchanged one level
+                    # deep since: not walked again (its figures were a lower bound already).
+                    memo = (kind, name)
+                    sig = _shallow(value)
+                    if self._fruitless.get(memo) == sig:
+                        walker.truncated = True
+                        fruitless[memo] = sig
+                        continue
+                    found = walker.reach(value, _storage_of, optimizer_type)
+                    roots.append((kind, name, found))
+                    if not found.complete and not found.modules and not found.storages:
+                        fruitless[memo] = sig
                 del pairs
+        self._fruitless = fruitless
         walker.start_phase()
         last_error = self._walk_last_error(shell, walker, roots, optimizer_type)
         truncated = walker.truncated
@@ -1595,7 +1635,11 @@ class Agent:
         params = {}
         for _count, storages, _has in stats.values():
             params.update(storages)
-        graphs, graphs_cut = self._graph_holders(torch, variables, params)
+        reached = {}  # storage -> {(kind, name)} of the roots whose walk reached it
+        for kind, name, found in roots:
+            for storage in found.storages:
+                reached.setdefault(storage, set()).add((kind, name))
+        graphs, graphs_cut = self._graph_holders(torch, variables, params, reached)
         graph_storages = {}  # variable name -> {storage: nbytes} its graphs keep
         for graph in graphs:
             graph_storages[graph["name"]] = graph.pop("storages")
@@ -1772,16 +1816,18 @@ class Agent:
             "cut": cut or graphs_cut,
         }
 
-    def _graph_holders(self, torch, variables, params):
+    def _graph_holders(self, torch, variables, params, reached):
         """User variables keeping autograd graphs alive (the ``graphs`` of an inventory).
 
         ``variables``: [(name, value)] user variables; ``params``: {storage key: nbytes} of the
-        live models (excluded from the estimate, they live anyway). A variable counts when it
-        is a tensor with ``grad_fn`` whose graph saves tensors, or a list/tuple/dict/set
-        holding such tensors directly or in containers nested once. Bytes are estimated from
-        the graphs: the tensors plus the unique storages the graphs' nodes saved for backward
-        (``_saved_*``), leaf tensors that require grad (parameters) left out. At most
-        ``GRAPH_NODES`` nodes per inventory. Returns (list, truncated)."""
+        live models; ``reached``: {storage key: {(kind, name)}} of the roots' walks. A
+        variable counts when it is a tensor with ``grad_fn`` whose graph saves tensors, or a
+        list/tuple/dict/set holding such tensors directly or in containers nested once. Bytes
+        estimate what dropping the graphs would free: the tensors plus the unique storages the
+        graphs' nodes saved for backward (``_saved_*``), without what lives anyway (leaf
+        tensors that require grad, the models' storages, and storages another root reaches,
+        such as a saved input batch ``xb``). At most ``GRAPH_NODES`` nodes per inventory.
+        Returns (list, truncated)."""
         tensor_type = torch.Tensor
         budget = [GRAPH_NODES]
         items_left = [GRAPH_ITEMS_TOTAL]
@@ -1805,7 +1851,12 @@ class Agent:
                 continue
             if not found:
                 continue
-            storages, nodes, partial = self._graph_bytes(found, tensor_type, params, budget)
+            me = {("variable", name)}
+
+            def lives_anyway(storage, me=me):
+                return storage in params or reached.get(storage, me) != me
+
+            storages, nodes, partial = self._graph_bytes(found, tensor_type, lives_anyway, budget)
             cut = cut or partial
             if container == "tensor" and len(storages) <= 1:
                 continue  # a lone tensor whose graph saves nothing (backward already ran)
@@ -1868,25 +1919,30 @@ class Agent:
         return found, label, seen >= allowed and seen < _size_hint(value)
 
     @staticmethod
-    def _graph_bytes(tensors, tensor_type, params, budget):
-        """({storage key: nbytes}, nodes visited, cut) for the graphs behind ``tensors``."""
+    def _graph_bytes(tensors, tensor_type, lives_anyway, budget):
+        """({storage key: nbytes}, nodes visited, cut) for the graphs behind ``tensors``;
+        storages for which ``lives_anyway(key)`` is true are left out.
+
+        ``grad_fn`` and ``next_functions`` hand out new Python objects for the nodes, so the
+        visited ones are kept (``seen`` maps id to node) until the walk ends: otherwise a
+        later node can be created at a freed one's address and be taken for visited."""
         storages = {}
 
         def add(tensor):
             if tensor.is_leaf and tensor.requires_grad:
                 return
             measured = _storage_of(tensor)
-            if measured is not None and measured[0] not in params:
+            if measured is not None and not lives_anyway(measured[0]):
                 storages[measured[0]] = measured[1]
 
         stack = []
-        seen = set()
+        seen = {}
         for tensor in tensors:
             with contextlib.suppress(Exception):
                 add(tensor)
             fn = _grad_fn(tensor)
             if fn is not None and id(fn) not in seen:
-                seen.add(id(fn))
+                seen[id(fn)] = fn
                 stack.append(fn)
         nodes = 0
         while stack:
@@ -1914,7 +1970,7 @@ class Agent:
                 nexts = ()
             for nxt, _index in nexts:
                 if nxt is not None and id(nxt) not in seen:
-                    seen.add(id(nxt))
+                    seen[id(nxt)] = nxt
                     stack.append(nxt)
         return storages, nodes, False
 
