@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU truth check of the kernel agent on real CUDA (issue 6).
+"""GPU truth check of the kernel agent on real CUDA (issue 6), comm protocol 2.
 
 Runs, on a machine with an NVIDIA GPU and offline, real IPython kernels through jupyter_client with
 the agent injected exactly as the extension sends it (``test/agent/kernel_driver.py``, shared with
@@ -8,17 +8,23 @@ NVML, ``nvidia-smi`` and torch measured at the same moment:
 
  1. no CUDA context from the agent (20 samples, then ``import torch`` without CUDA);
  2. the figures agree (device used = nvidia-smi, process = NVML per-process, allocated/reserved =
-    torch) with two YOLO("yolov8n.yaml") models on cuda:0;
+    torch, cached = reserved - allocated, nonTorch = process - reserved, hello's nvmlIndex = NVML's
+    index) with two YOLO("yolov8n.yaml") models on cuda:0;
  3. stacking and the generated clean cell (allocated back to the one-model baseline, reserved
-    drops, the CUDA context share reported and not counted as freed);
- 4. live samples during a real ``model.train(...)`` on a generated dataset (>= 30 s);
- 5. a real CUDA OOM inside a function: ``lastError`` and the generated clean cell;
- 6. the agent's cost per cell and per sample, with 1 and 10 models on CUDA;
+    drops, the CUDA context share reported and not counted as freed); the inventory's bytes per
+    root plus ``unattributed`` add up to torch's allocated bytes;
+ 4. live samples during a real ``model.train(...)`` on a generated dataset (>= 30 s), and the
+    trainer's EMA copy and optimizer state reported as the model's parts;
+ 5. a real CUDA OOM inside a function: ``lastError``, the ``oom`` diagnosis message and the
+    generated clean cell;
+ 6. the agent's cost per cell (cells that change nothing, cells that rebind names; share of
+    skipped inventories) and per sample, with 1 and 10 models on CUDA;
  7. the public cases test/cases C01, C03, C05, C08, C10, C11 with their byte expectations;
  8. with two or more GPUs: ``CUDA_VISIBLE_DEVICES=1`` maps the kernel's cuda:0 to NVML device 1.
 
 It prints a markdown table (check | expected | measured | result) and writes the report to
-``--report``. The clean cells are made by the browser's own TypeScript generator
+``--report`` (a hand-written part after a ``---`` line followed by ``## Context`` in an existing
+report is kept). The clean cells are made by the browser's own TypeScript generator
 (``src/analysis/cleanup.ts``), compiled to CommonJS and run through node (``--node``,
 ``--cleanup-js``; compiled here with the project's tsc when neither is given), or read from
 ``--clean-cells DIR`` (files ``<key>.py`` generated elsewhere from the inventories that
@@ -34,12 +40,14 @@ context of its own.
 import argparse
 import contextlib
 import datetime
+import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import statistics
@@ -59,6 +67,12 @@ MiB = 2**20
 NEEDED = ("ipykernel", "jupyter_client", "IPython", "ultralytics", "pynvml")
 CLEAN_MARKER = "# gpu-hygiene: clear_gpu"
 SEVERAL_HUNDRED = (200 * MiB, 1000 * MiB)  # "several hundred MiB" (C11)
+# issue 3's cost goals: per-cell p95 <= 10 ms (cells that change nothing), sampler thread <= 0.2 %
+# of one core at 1 Hz (= 2 ms per sample); cells that rebind names: the budget set here
+GOAL_CELL_P95_MS = 10.0
+GOAL_SAMPLE_MEAN_MS = 2.0
+BUDGET_REBIND_P95_MS = 100.0
+CONTEXT_MARK = "\n---\n\n## Context"  # the hand-written tail of the report, kept on rewrite
 
 
 # --------------------------------------------------------------------------------------------
@@ -90,6 +104,13 @@ def ensure_packages(wheels):
     if still:
         sys.exit(f"still missing after installing {wheels}: {still}")
     return target
+
+
+def git_blob(path):
+    """The git blob id of a file (``git log --all --find-object=<id>`` names its commits), so a
+    report says which agent text ran even from an uncommitted tree."""
+    data = Path(path).read_bytes()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def version(dist):
@@ -139,6 +160,21 @@ class Nvml:
         v2 = self.nv.nvmlDeviceGetMemoryInfo(self.handles[i], version=self.nv.nvmlMemory_v2)
         v1 = self.nv.nvmlDeviceGetMemoryInfo(self.handles[i])
         return int(v2.used), int(v1.used), int(v2.total)
+
+    def free(self, i):
+        """NVML v2 free bytes of device ``i`` (None without it)."""
+        if i >= self.count:
+            return None
+        return int(
+            self.nv.nvmlDeviceGetMemoryInfo(self.handles[i], version=self.nv.nvmlMemory_v2).free
+        )
+
+    def index_of(self, uuid):
+        """NVML index of the device with this UUID (None when no device has it)."""
+        for i in range(self.count):
+            if uuid is not None and self.uuid(i) == uuid:
+                return i
+        return None
 
     def process(self, i, pid):
         """NVML's figure for ``pid`` on device ``i`` (bytes), or None when it has no entry."""
@@ -240,7 +276,7 @@ class Report:
         self.log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 -- lives as long as the run
 
     def row(self, check, expected, measured, ok):
-        """``ok``: True, False, or None (not measurable in protocol 1 / not run)."""
+        """``ok``: True, False, or None (not carried by the protocol / not run)."""
         self.rows.append((check, expected, measured, ok))
         mark = {True: "pass", False: "FAIL", None: "n/a"}[ok]
         self.write(f"ROW [{mark}] {check} | {expected} | {measured}")
@@ -273,11 +309,37 @@ def within(a, b, tol=MiB):
     return a is not None and b is not None and abs(a - b) <= tol
 
 
+def sub(a, b):
+    """a - b, or None when either is None (a dry run without GPU has no figures)."""
+    return None if a is None or b is None else a - b
+
+
+SAMPLE_FIELDS = ("used", "total", "process", "allocated", "reserved", "cached", "nonTorch")
+
+
 def dev0(sample, index=0):
+    """One device's entry of a ``sample`` (all figures None when the sample lacks it)."""
     for entry in sample["devices"]:
         if entry["index"] == index:
             return entry
-    return None
+    return {"index": index, **dict.fromkeys(SAMPLE_FIELDS), "processHidden": None}
+
+
+def on_cuda0(by_device):
+    return (by_device or {}).get("cuda:0", 0)
+
+
+UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def message_size(text, before, after=""):
+    """(bytes, half a unit of the last printed digit) of a size in a torch message, e.g.
+    ``Tried to allocate 280.81 GiB`` (torch prints two decimals), or (None, None)."""
+    found = re.search(before + r"(\d+(?:\.\d+)?) (bytes|KiB|MiB|GiB|TiB)" + after, text or "")
+    if not found:
+        return None, None
+    unit = UNITS[found.group(2)]
+    return int(float(found.group(1)) * unit), (0.005 * unit if "." in found.group(1) else 0)
 
 
 def pct(values, q):
@@ -324,6 +386,46 @@ faulthandler.register(signal.SIGUSR1, file=m.file, all_threads=True)
 """
 
 
+# Ground truth measured in the kernel by the check itself (a private module, never in the user
+# namespace, asked through silent requests, which run no post_run_cell): unique storage bytes
+# on a device of a module's parameters, buffers and gradients, of an optimizer's state.
+TRUTH = r"""
+import sys, types
+m = sys.modules.setdefault("_gpu_check_truth", types.ModuleType("_gpu_check_truth"))
+def storages(tensors, device):
+    out = {}
+    for t in tensors:
+        try:
+            if t is None or str(t.device) != device:
+                continue
+            s = t.untyped_storage()
+            if s.data_ptr() and s.nbytes():
+                out[s.data_ptr()] = int(s.nbytes())
+        except Exception:
+            pass
+    return out
+def module_bytes(module, device="cuda:0"):
+    if module is None:
+        return None
+    params = list(module.parameters())
+    tensors = params + list(module.buffers()) + [p.grad for p in params]
+    return sum(storages(tensors, device).values())
+def optimizer_state_bytes(opt, device="cuda:0"):
+    if opt is None:
+        return None
+    import torch
+    state = [v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
+    params = storages([p for g in opt.param_groups for p in g["params"]], device)
+    return sum(n for k, n in storages(state, device).items() if k not in params)
+def attr(obj, path):
+    for name in path.split("."):
+        obj = getattr(obj, name, None)
+    return obj
+m.module_bytes, m.optimizer_state_bytes, m.attr = module_bytes, optimizer_state_bytes, attr
+"""
+T = "__import__('sys').modules['_gpu_check_truth']"
+
+
 class Session:
     """One real kernel with the agent injected and a comm open, run cell by cell."""
 
@@ -335,6 +437,7 @@ class Session:
         self.kernel = kd.Kernel(env=dict(ctx.kernel_env, **(env or {})))
         self.stacks = Path(tempfile.gettempdir()) / f"gpu-check-stacks-{name}-{os.getpid()}.txt"
         self.silent(f"exec({json.dumps(FAULTS)}, {{'PATH': {str(self.stacks)!r}}})")
+        self.silent(f"exec({json.dumps(TRUTH)}, {{}})")
         self.audit = audit
         if audit:  # not where the agent's cost is measured: the hook runs on every event
             self.silent(f"exec({json.dumps(NET_AUDIT)}, {{}})")
@@ -392,7 +495,9 @@ class Session:
     def sample(self):
         """A sample taken now: a ``configure`` wakes the sampler, which sends one at once."""
         before = len(self.comm.messages("sample"))
-        self.comm.send({"protocol": 1, "type": "configure", "sampleIntervalMs": self.interval_ms})
+        self.comm.send(
+            {"protocol": kd.PROTOCOL, "type": "configure", "sampleIntervalMs": self.interval_ms}
+        )
         return self.comm.wait_for("sample", before + 1, timeout=10)[-1]
 
     def evaluate(self, **expressions):
@@ -433,6 +538,10 @@ class Session:
         return self.evaluate(n="__import__('sys').modules['_gpu_check_net'].events")["n"]
 
     def close(self):
+        with contextlib.suppress(Exception):
+            self.ctx.agent_errors[self.name] = self.comm.messages("error")
+            for error in self.ctx.agent_errors[self.name]:
+                self.ctx.report.write(f"agent error message in {self.name}: {error}")
         if self.hung:  # a kernel that does not answer is not asked to shut down
             with contextlib.suppress(Exception):
                 os.kill(self.pid, signal.SIGKILL)
@@ -455,9 +564,9 @@ def snapshot(ctx, s, index=0):
     from this process, nvidia-smi and torch in the kernel, then sample B."""
     a = dev0(s.sample(), index)
     used_v2, used_v1, total = ctx.nvml.memory(index)
-    smi = smi_used_mib(index)
+    smi = smi_used_mib(index) if ctx.nvml.count else None
     proc = ctx.nvml.process(index, s.pid)
-    smi_proc = smi_process_mib(s.pid)
+    smi_proc = smi_process_mib(s.pid) if ctx.nvml.count else None
     torch_a, torch_r = s.torch_memory(index)
     b = dev0(s.sample(), index)
     return {
@@ -473,6 +582,28 @@ def snapshot(ctx, s, index=0):
         "torch_allocated": torch_a,
         "torch_reserved": torch_r,
     }
+
+
+def bands_row(label, a, torch_a, torch_r, nvml_process):
+    """Row: the sample's bands against torch and NVML read at the same moment: cached =
+    reserved - allocated, nonTorch = NVML process - reserved, processHidden false."""
+    cached = sub(torch_r, torch_a)
+    non_torch = sub(nvml_process, torch_r)
+    ok = (
+        a["cached"] is not None
+        and a["cached"] == cached
+        and a["nonTorch"] is not None
+        and a["nonTorch"] == non_torch
+        and a["processHidden"] is False
+    )
+    return (
+        label,
+        "cached = torch reserved - allocated; nonTorch = NVML process - torch reserved; "
+        "processHidden false",
+        f"cached {a['cached']} B (torch {cached}); nonTorch {a['nonTorch']} B = "
+        f"{mib(a['nonTorch'])} (NVML - torch {non_torch}); processHidden {a['processHidden']}",
+        ok,
+    )
 
 
 def run_check(ctx, title, fn):
@@ -526,22 +657,25 @@ def check_no_context(ctx, new_session):
     samples = s.comm.wait_for("sample", 20, timeout=30)[:20]
     nvml_entries = [ctx.nvml.process(i, s.pid) for i in range(ctx.nvml.count)]
     mods = s.evaluate(torch="'torch' in __import__('sys').modules")
-    procs = sorted({e["process"] for smp in samples for e in smp["devices"]}, key=str)
-    torch_figs = {(e["allocated"], e["reserved"]) for smp in samples for e in smp["devices"]}
+    entries = [e for smp in samples for e in smp["devices"]]
+    procs = sorted({e["process"] for e in entries}, key=str)
+    torch_figs = {(e["allocated"], e["reserved"], e["cached"], e["nonTorch"]) for e in entries}
     ok = (
-        all(p is None for p in nvml_entries)
+        ctx.nvml.count > 0
+        and all(p is None for p in nvml_entries)
         and procs == [0]
-        and torch_figs == {(None, None)}
+        and torch_figs == {(None, None, None, None)}
+        and all(e["processHidden"] is False for e in entries)
         and not mods["torch"]
         and s.hello["torch"] is None
         and all(len(smp["devices"]) == ctx.nvml.count for smp in samples)
     )
     r.row(
         "1a no context: agent injected, 20 samples (250 ms)",
-        "no NVML entry for the kernel pid; samples: process 0, allocated/reserved null; "
-        "torch not in sys.modules",
-        f"NVML entries {nvml_entries}; sample process values {procs}; allocated/reserved "
-        f"{sorted(torch_figs, key=str)}; torch imported: {mods['torch']}; hello.torch "
+        "no NVML entry for the kernel pid; samples: process 0, allocated/reserved/cached/"
+        "nonTorch null, processHidden false; torch not in sys.modules",
+        f"NVML entries {nvml_entries}; sample process values {procs}; allocated/reserved/cached/"
+        f"nonTorch {sorted(torch_figs, key=str)}; torch imported: {mods['torch']}; hello.torch "
         f"{s.hello['torch']}",
         ok,
     )
@@ -553,18 +687,21 @@ def check_no_context(ctx, new_session):
     procs = sorted({e["process"] for smp in later for e in smp["devices"]}, key=str)
     inv = s.inventories[1]
     ok = (
-        all(p is None for p in nvml_entries)
+        ctx.nvml.count > 0
+        and all(p is None for p in nvml_entries)
         and procs == [0]
         and not init
         and inv["torchImported"]
         and not inv["cudaInitialized"]
+        and inv["unattributed"] == {}
     )
     r.row(
         "1b `import torch` (no CUDA use), 8 more samples",
-        "still no NVML entry; process 0; torch.cuda.is_initialized() False",
+        "still no NVML entry; process 0; torch.cuda.is_initialized() False; inventory "
+        "unattributed {} (CUDA not initialised)",
         f"NVML entries {nvml_entries}; process values {procs}; is_initialized {init}; "
         f"inventory torchImported {inv['torchImported']} cudaInitialized "
-        f"{inv['cudaInitialized']}",
+        f"{inv['cudaInitialized']} unattributed {inv['unattributed']}",
         ok,
     )
     # control: the same pid does show up once the user touches CUDA
@@ -583,43 +720,56 @@ def check_no_context(ctx, new_session):
 # 2 + 3. figures agree; stacking and the generated clean cell (C01 cells, generated clean)
 
 
+def hello_rows(ctx, hello, nvml_index, label):
+    """Row: hello.devices[0] is NVML device ``nvml_index`` (uuid, name, total, nvmlIndex)."""
+    dev = hello["devices"][0] if hello["devices"] else {}
+    found = ctx.nvml.index_of(dev.get("uuid"))
+    ok = (
+        dev.get("uuid") is not None
+        and dev.get("uuid") == ctx.nvml.uuid(nvml_index)
+        and dev.get("name") == ctx.nvml.name(nvml_index)
+        and dev.get("total") == ctx.nvml.memory(nvml_index)[2]
+        and dev.get("index") == 0
+        and dev.get("nvmlIndex") == nvml_index == found
+    )
+    return (
+        label,
+        f"index 0; uuid, name, total = NVML device {nvml_index}; nvmlIndex = {nvml_index} (the "
+        "NVML index of that uuid)",
+        f"index {dev.get('index')}, nvmlIndex {dev.get('nvmlIndex')} (NVML index of its uuid: "
+        f"{found}); {dev.get('name')}, {mib(dev.get('total'), 0)}, uuid "
+        f"{'=' if dev.get('uuid') == ctx.nvml.uuid(nvml_index) else '!='} NVML; "
+        f"{len(hello['devices'])} device(s) in hello",
+        ok,
+    )
+
+
 def check_stacking(ctx, new_session):
     r = ctx.report
     s = new_session("stacking")
     s.load("C01")
     s.cell(number=1)
     base = s.samples_after[1]
+    note_base = s.evaluate(b="BASE")["b"] * MiB
     s.cell(number=2)
     one_model = dev0(s.samples_after[2])
     s.cell(number=3)
     _, inventory = s.cell(number=4)
 
-    hello = s.hello["devices"][0] if s.hello["devices"] else {}
-    ok = (
-        hello.get("uuid") is not None
-        and hello.get("uuid") == ctx.nvml.uuid(0)
-        and hello.get("name") == ctx.nvml.name(0)
-        and hello.get("total") == ctx.nvml.memory(0)[2]
-    )
-    r.row(
-        "2a hello.devices[0]",
-        "uuid, name, total = NVML device 0",
-        f"{hello.get('name')}, {mib(hello.get('total'), 0)}, uuid "
-        f"{'=' if hello.get('uuid') == ctx.nvml.uuid(0) else '!='} NVML",
-        ok,
-    )
+    r.row(*hello_rows(ctx, s.hello, 0, "2a hello.devices[0]"))
     snap = snapshot(ctx, s)
     a = snap["a"]
     r.write(f"snapshot: {json.dumps(snap)}")
     ok = (
         a["used"] is not None
+        and snap["smi_used_mib"] is not None
         and abs(a["used"] / MiB - snap["smi_used_mib"]) <= 1
         and a["used"] == snap["nvml_used_v2"]
     )
     r.row(
         "2b two YOLO on cuda:0: sample.used vs nvidia-smi memory.used",
         "within 1 MiB (NVML v2 'used')",
-        f"sample {mib(a['used'])}; nvidia-smi {snap['smi_used_mib']:.0f} MiB; NVML v2 "
+        f"sample {mib(a['used'])}; nvidia-smi {snap['smi_used_mib']} MiB; NVML v2 "
         f"{mib(snap['nvml_used_v2'])} (v1 would say {mib(snap['nvml_used_v1'])})",
         ok,
     )
@@ -637,7 +787,8 @@ def check_stacking(ctx, new_session):
         ok,
     )
     ok = (
-        a["allocated"] == snap["torch_allocated"]
+        a["allocated"] is not None
+        and a["allocated"] == snap["torch_allocated"]
         and a["reserved"] == snap["torch_reserved"]
         and snap["stable"]
     )
@@ -647,6 +798,15 @@ def check_stacking(ctx, new_session):
         f"sample {a['allocated']}/{a['reserved']} B; torch {snap['torch_allocated']}/"
         f"{snap['torch_reserved']} B",
         ok,
+    )
+    r.row(
+        *bands_row(
+            "2e sample bands (protocol 2)",
+            a,
+            snap["torch_allocated"],
+            snap["torch_reserved"],
+            snap["nvml_process"],
+        )
     )
 
     models = kd.model_by_order(inventory)
@@ -670,13 +830,44 @@ def check_stacking(ctx, new_session):
         ),
         ok,
     )
+    # bytes per root + unattributed = torch allocated (the sample right after the cell)
+    allocated = dev0(s.samples_after[4])["allocated"]
+    roots = [(x["kind"], x["name"], on_cuda0(x["bytes"]), x["models"]) for x in inventory["roots"]]
+    attributed = sum(b for _k, _n, b, _m in roots)
+    unattributed = inventory["unattributed"].get("cuda:0")
+    model_bytes = sum(
+        on_cuda0(m["bytes"]) + sum(on_cuda0(p["bytes"]) for p in m["parts"]) for m in models
+    )
+    with_models = sum(b for _k, _n, b, m in roots if m)
+    ok = (
+        unattributed is not None
+        and allocated is not None
+        and unattributed >= 0
+        and attributed + unattributed == allocated
+        and unattributed >= note_base
+        and with_models == model_bytes
+        and not inventory["truncated"]
+    )
+    r.row(
+        "3e inventory roots + unattributed on cuda:0",
+        "sum of roots' bytes + unattributed = torch allocated exactly; unattributed >= 0 and "
+        "includes the cuBLAS workspaces (>= BASE, 2 handles x 32 MiB); the roots holding models "
+        "carry exactly the models' bytes",
+        f"roots {[(k, n, b, m) for k, n, b, m in roots if b or m]} (kind, name, B, models); "
+        f"sum {attributed} B + unattributed {unattributed} B vs allocated {allocated} B "
+        f"(difference {sub(sub(allocated, attributed), unattributed)} B); "
+        f"BASE {mib(note_base)}, unattributed - BASE {mib(sub(unattributed, note_base))}; "
+        f"roots with models {mib(with_models)} vs models {mib(model_bytes)}; truncated "
+        f"{inventory['truncated']}",
+        ok,
+    )
     before = dev0(s.sample())
     clean = ctx.clean("stacking", inventory)
     s.cell(clean)
     (cleaned,) = s.comm.messages("cleaned")
     after = dev0(s.samples_after[s.count])
     torch_a, torch_r = s.torch_memory()
-    one = older["bytes"].get("cuda:0")
+    one = on_cuda0(older["bytes"]) if older else None
     ok = (
         cleaned["models"] == {"before": 2, "after": 1}
         and cleaned["freed"] == {"cuda:0": one}
@@ -692,8 +883,12 @@ def check_stacking(ctx, new_session):
         f"{mib(dev0(base)['allocated'])}",
         ok,
     )
-    res = cleaned["reserved"]["cuda:0"]
-    ok = res["after"] < res["before"] and after["reserved"] == torch_r == res["after"]
+    res = (cleaned["reserved"] or {}).get("cuda:0", {"before": None, "after": None})
+    ok = (
+        res["after"] is not None
+        and res["after"] < res["before"]
+        and after["reserved"] == torch_r == res["after"]
+    )
     r.row(
         "3c reserved after empty_cache",
         "drops",
@@ -701,17 +896,18 @@ def check_stacking(ctx, new_session):
         f"{mib(before['reserved'])} -> {mib(after['reserved'])}",
         ok,
     )
-    ctx_before = before["process"] - before["reserved"]
-    ctx_after = after["process"] - after["reserved"]
+    ctx_before, ctx_after = before["nonTorch"], after["nonTorch"]
     ok = (
         within(ctx_before, ctx_after)
-        and SEVERAL_HUNDRED[0] <= ctx_after <= SEVERAL_HUNDRED[1]
+        and SEVERAL_HUNDRED[0] <= (ctx_after or 0) <= SEVERAL_HUNDRED[1]
+        and ctx_after == sub(after["process"], after["reserved"])
         and sum(cleaned["freed"].values()) == one
     )
     r.row(
-        "3d CUDA context share (process - reserved)",
-        "reported, several hundred MiB, unchanged by the clean, not in `freed`",
-        f"{mib(ctx_before)} before, {mib(ctx_after)} after; freed counts only the model "
+        "3d CUDA context share (sample.nonTorch)",
+        "reported, several hundred MiB, unchanged by the clean (within 1 MiB), not in `freed`",
+        f"{mib(ctx_before)} before, {mib(ctx_after)} after (process - reserved "
+        f"{mib(sub(after['process'], after['reserved']))}); freed counts only the model "
         f"({mib(sum(cleaned['freed'].values()))})",
         ok,
     )
@@ -825,8 +1021,39 @@ def check_training(ctx, new_session):
             "back into each checkpoint) with one returning `{}`; import and model building do "
             "not need polars."
         )
-    with contextlib.suppress(Exception):
-        r.write(f"inventory after training: {json.dumps(inventory)[:4000]}")
+    r.write(f"inventory after training: {json.dumps(inventory)[:20000]}")
+    truth = s.evaluate(
+        ema=f"{T}.module_bytes({T}.attr(model, 'trainer.ema.ema'))",
+        train=f"{T}.module_bytes({T}.attr(model, 'trainer.model'))",
+        opt=f"{T}.optimizer_state_bytes({T}.attr(model, 'trainer.optimizer'))",
+        opt_class=f"type({T}.attr(model, 'trainer.optimizer')).__name__",
+        own=f"{T}.module_bytes(model)",
+    )
+    listed = [m for m in inventory["models"] if "model" in kd.holder_names(m, "variable")]
+    parts = {p["path"]: p for p in (listed[0]["parts"] if listed else [])}
+    ema = parts.get("trainer.ema.ema", {})
+    opt = parts.get("trainer.optimizer", {})
+    ok = (
+        len(listed) == 1
+        and ema.get("kind") == "model"
+        and truth["ema"]
+        and on_cuda0(ema.get("bytes")) == truth["ema"]
+        and opt.get("kind") == "optimizer"
+        and opt.get("className") == truth["opt_class"]
+        and truth["opt"]
+        and on_cuda0(opt.get("bytes")) == truth["opt"]
+    )
+    r.row(
+        "4d parts of the trained YOLO model (inventory after model.train)",
+        "trainer.ema.ema: kind model, bytes on cuda:0 = the EMA copy's parameters + buffers "
+        "(about one model: trainer.model's bytes); trainer.optimizer: kind optimizer, bytes on "
+        "cuda:0 = its state (measured in the kernel)",
+        f"parts {[(p['path'], p['kind'], p['className'], p['bytes']) for p in parts.values()]}; "
+        f"kernel: EMA {truth['ema']} B, trainer.model {truth['train']} B, "
+        f"{truth['opt_class']} state {truth['opt']} B, the wrapper's own {truth['own']} B; "
+        f"model bytes {listed[0]['bytes'] if listed else None}; truncated {inventory['truncated']}",
+        ok,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -837,19 +1064,107 @@ def oom_rows(r, label, inventory, base, sample):
     last = inventory["lastError"] or {}
     frames = {f["name"]: f for f in last.get("frames", [])}
     step = frames.get("train_step", {})
+    grown = sub(dev0(sample)["allocated"], base)
     ok = (
         last.get("type") == "OutOfMemoryError"
         and step.get("bytes") == {"cuda:0": 256 * MiB}
         and step.get("tensors") == 1
         and last.get("bytes") == {"cuda:0": 256 * MiB}
-        and within(dev0(sample)["allocated"] - base, 256 * MiB)
+        and within(grown, 256 * MiB)
     )
     r.row(
         label,
         "lastError OutOfMemoryError; frame train_step holds 256 MiB on cuda:0; allocated +256 MiB",
         f"{last.get('type')} ({last.get('message', '')[:40]}...); frames "
         f"{[(f['name'], f['bytes'], f['tensors']) for f in last.get('frames', [])]}; allocated "
-        f"{mib(dev0(sample)['allocated'] - base, 2)} vs BASE",
+        f"{mib(grown)} vs BASE",
+        ok,
+    )
+
+
+def oom_message_rows(ctx, s, result):
+    """Rows on the ``oom`` message after C05's cell 3 (a real CUDA OOM in ``train_step``)."""
+    r = ctx.report
+    messages = s.comm.messages("oom")
+    if not messages:
+        with contextlib.suppress(AssertionError):
+            messages = s.comm.wait_for("oom", 1, timeout=10)
+    oom = messages[-1] if messages else {}
+    text = (result.error or {}).get("evalue", "")
+    cuda = "__import__('torch').cuda"
+    truth = s.evaluate(
+        tried=f"2 * {cuda}.mem_get_info()[1] if {cuda}.is_initialized() else None",
+        info=f"{cuda}.mem_get_info() if {cuda}.is_initialized() else (None, None)",
+    )
+    free_now, total_now = truth["info"]
+    nvml_process = ctx.nvml.process(0, s.pid)
+    nvml_total = ctx.nvml.memory(0)[2]
+    nvml_free = ctx.nvml.free(0)
+    torch_a, torch_r = s.torch_memory()
+    r.write(f"oom message: {json.dumps(oom)}\nerror text: {text}")
+    req, req_half = message_size(text, r"Tried to allocate ")
+    total, total_half = message_size(text, r"total capacity of ")
+    free, free_half = message_size(text, r"of which ", r" is free")
+    ok = (
+        len(messages) == 1
+        and oom.get("executionCount") == 3
+        and oom.get("errorType") == "OutOfMemoryError"
+        and oom.get("device") == "cuda:0"
+        and req is not None
+        and truth["tried"] is not None
+        and oom.get("requested") == req
+        and abs(req - truth["tried"]) <= req_half
+    )
+    r.row(
+        "5c oom message: requested",
+        "one `oom` for cell 3 (OutOfMemoryError, cuda:0); requested = torch's 'Tried to "
+        "allocate' figure = what the cell asked (2 x total capacity) to the message's 2 decimals",
+        f"{len(messages)} message(s), executionCount {oom.get('executionCount')}, "
+        f"{oom.get('errorType')}, {oom.get('device')}; requested {oom.get('requested')} B; "
+        f"message {req} B (+-{req_half:.0f}); the cell asked {truth['tried']} B"
+        if req is not None
+        else f"{len(messages)} message(s); no 'Tried to allocate' in {text[:120]!r}",
+        ok,
+    )
+    ok = (
+        total is not None
+        and free is not None
+        and total_now is not None
+        and oom.get("total") == total
+        and oom.get("free") == free
+        and abs(total - total_now) <= total_half
+        and abs(free - free_now) <= free_half
+        and nvml_total is not None
+        and total <= nvml_total
+        and free <= total
+    )
+    r.row(
+        "5d oom message: free / total",
+        "= the message's figures; equal to cudaMemGetInfo (free, total) in the kernel right after "
+        "to the message's 2 decimals; total <= NVML total; free <= total",
+        f"free {mib(oom.get('free'))} / total {mib(oom.get('total'))}; cudaMemGetInfo "
+        f"{mib(free_now)} / {mib(total_now)}; NVML v2 free {mib(nvml_free)} / total "
+        f"{mib(nvml_total)}",
+        ok,
+    )
+    ok = (
+        oom.get("traceback") == 256 * MiB
+        and oom.get("process") is not None
+        and oom.get("process") == nvml_process
+        and oom.get("allocated") == torch_a
+        and oom.get("reserved") == torch_r
+        and oom.get("stale") == []
+        and oom.get("graphs") == 0
+    )
+    r.row(
+        "5e oom message: traceback, process, torch",
+        "traceback = 256 MiB (train_step's `act`); process = NVML for the kernel pid; "
+        "allocated/reserved = torch; stale [], graphs 0",
+        f"traceback {mib(oom.get('traceback'))}; process {mib(oom.get('process'))} (NVML "
+        f"{mib(nvml_process)}); allocated {oom.get('allocated')} / {torch_a}, reserved "
+        f"{oom.get('reserved')} / {torch_r}; stale {oom.get('stale')}, graphs "
+        f"{oom.get('graphs')}; other processes {oom.get('processes')}; torch {oom.get('torch')},"
+        f" ultralytics {oom.get('ultralytics')}",
         ok,
     )
 
@@ -861,8 +1176,9 @@ def check_oom(ctx, new_session):
     s.cell(number=1)
     base = dev0(s.samples_after[1])["allocated"]
     s.cell(number=2)
-    _, inventory = s.cell(number=3, expect_error=True)
+    result, inventory = s.cell(number=3, expect_error=True)
     oom_rows(r, "5a real CUDA OOM in train_step()", inventory, base, s.samples_after[3])
+    oom_message_rows(ctx, s, result)
     s.cell(ctx.clean("oom", inventory))
     inventory = s.inventories[s.count]
     after = dev0(s.samples_after[s.count])
@@ -873,12 +1189,14 @@ def check_oom(ctx, new_session):
         and within(after["allocated"], base)
         and after["allocated"] == torch_a
         and not alive
+        and len(s.comm.messages("oom")) == 1
     )
     r.row(
         "5b generated clean cell right after the OOM",
-        "lastError gone; allocated within 1 MiB of BASE",
-        f"lastError {inventory['lastError']}; allocated {mib(after['allocated'] - base)} vs BASE "
-        f"(torch {mib(torch_a - base)}); activation alive {alive}",
+        "lastError gone; allocated within 1 MiB of BASE; no further oom message",
+        f"lastError {inventory['lastError']}; allocated {mib(sub(after['allocated'], base))} vs "
+        f"BASE (torch {mib(sub(torch_a, base))}); activation alive {alive}; oom messages "
+        f"{len(s.comm.messages('oom'))}",
         ok,
     )
 
@@ -910,43 +1228,67 @@ def sample_cost(n, agent=agent, clock=time.perf_counter):
     return out
 m.sample_cost = sample_cost
 """
+TIMING_MODULE = "__import__('sys').modules['_gpu_check_timing']"
+# the cells timed: like bench/bench.py, cells that change nothing the agent looks at (an int
+# binding) and cells that rebind names to new objects (every inventory walked again)
+COST_CELLS = (
+    ("no-op", "x_counter += 1"),
+    ("rebinding", "tmp = object()\nalias = models[x_counter % len(models)]\nx_counter += 1"),
+)
 
 
 def check_cost(ctx, new_session):
     r = ctx.report
     s = new_session("cost", audit=False)
-    s.cell("import torch\nfrom ultralytics import YOLO\nmodel = YOLO('yolov8n.yaml').to('cuda:0');")
+    s.cell(
+        "import torch\nfrom ultralytics import YOLO\n"
+        "models = [YOLO('yolov8n.yaml').to('cuda:0')]\nx_counter = 0\ntmp = None\nalias = None"
+    )
     s.silent(f"exec({json.dumps(TIMING)}, {{}})")
-    budget_cell = 100.0
-    budget_sample = 5.0
-    for models in (1, 10):
-        if models == 10:
-            s.cell("models = [YOLO('yolov8n.yaml').to('cuda:0') for _ in range(9)];")
-            count = len(s.inventories[s.count]["models"])
-            if count != 10:
-                raise CellFailed(f"expected 10 models in the inventory, got {count}")
-        s.silent("__import__('sys').modules['_gpu_check_timing'].walls.clear()")
-        durations = []
-        for i in range(ctx.args.cost_cells):
-            _, inventory = s.cell(f"x = {i}")
-            durations.append(inventory["durationMs"])
-        walls = s.evaluate(w="__import__('sys').modules['_gpu_check_timing'].walls")["w"]
-        costs = s.evaluate(c="__import__('sys').modules['_gpu_check_timing'].sample_cost(200)")["c"]
-        ok = len(walls) == len(durations) and pct(walls, 0.95) <= budget_cell
+    for count in (1, 10):
+        if count == 10:
+            s.cell("models += [YOLO('yolov8n.yaml').to('cuda:0') for _ in range(9)]")
+            found = len(s.inventories[s.count]["models"])
+            if found != 10:
+                raise CellFailed(f"expected 10 models in the inventory, got {found}")
+        for _ in range(3):  # warm-up
+            s.cell("x_counter += 1")
+        for kind, code in COST_CELLS:
+            s.silent(f"{TIMING_MODULE}.walls.clear()")
+            inventories = [s.cell(code)[1] for _ in range(ctx.args.cost_cells)]
+            walls = s.evaluate(w=f"{TIMING_MODULE}.walls")["w"]
+            durations = [inv["durationMs"] for inv in inventories]
+            skipped = sum(1 for inv in inventories if inv["skipped"])
+            n = len(inventories)
+            measured = (
+                f"post_run_cell wall p50 {pct(walls, 0.5):.2f} / p95 {pct(walls, 0.95):.2f} / max "
+                f"{max(walls, default=float('nan')):.2f} ms; inventory durationMs p50 "
+                f"{pct(durations, 0.5):.2f} / p95 {pct(durations, 0.95):.2f} ms; skipped "
+                f"{skipped}/{n}; truncated {sum(1 for inv in inventories if inv['truncated'])}/{n}"
+            )
+            if kind == "no-op":
+                ok = len(walls) == n and pct(walls, 0.95) <= GOAL_CELL_P95_MS and skipped == n
+                expected = (
+                    f"p95 <= {GOAL_CELL_P95_MS:.0f} ms (issue 3's goal); every inventory skipped "
+                    "(nothing changed)"
+                )
+            else:
+                ok = len(walls) == n and pct(walls, 0.95) <= BUDGET_REBIND_P95_MS and skipped == 0
+                expected = (
+                    f"p95 <= {BUDGET_REBIND_P95_MS:.0f} ms (budget set here); no inventory "
+                    "skipped (bindings changed)"
+                )
+            r.row(
+                f"6a per-cell cost, {kind} cells, {count} model(s) on CUDA", expected, measured, ok
+            )
+        costs = s.evaluate(c=f"{TIMING_MODULE}.sample_cost(200)")["c"]
+        mean = statistics.fmean(costs)
         r.row(
-            f"6a per-cell cost, {models} model(s) on CUDA ({len(durations)} cells)",
-            f"inventory durationMs and post_run_cell wall: p95 <= {budget_cell:.0f} ms "
-            "(budget set here)",
-            f"durationMs p50 {pct(durations, 0.5):.1f} / p95 {pct(durations, 0.95):.1f} ms; "
-            f"post_run_cell wall p50 {pct(walls, 0.5):.1f} / p95 {pct(walls, 0.95):.1f} ms",
-            ok,
-        )
-        ok = pct(costs, 0.5) <= budget_sample
-        r.row(
-            f"6b one sample's cost, {models} model(s) on CUDA (200 samples)",
-            f"p50 <= {budget_sample:.0f} ms (budget set here)",
-            f"p50 {pct(costs, 0.5):.2f} / p95 {pct(costs, 0.95):.2f} / max {max(costs):.2f} ms",
-            ok,
+            f"6b one sample's cost, {count} model(s) on CUDA (200 samples, main thread)",
+            f"mean <= {GOAL_SAMPLE_MEAN_MS:.0f} ms (issue 3: sampler <= 0.2 % of a core at 1 Hz)",
+            f"mean {mean:.3f} / p50 {pct(costs, 0.5):.3f} / p95 {pct(costs, 0.95):.3f} / max "
+            f"{max(costs):.3f} ms",
+            mean <= GOAL_SAMPLE_MEAN_MS,
         )
 
 
@@ -955,19 +1297,24 @@ def check_cost(ctx, new_session):
 
 
 def agent_vs_truth(s, label, r):
-    """Row: the agent's sample equals torch and NVML right now."""
+    """Row: the agent's sample equals torch and NVML right now, its bands included."""
     snap = snapshot_light(s)
     a = snap["a"]
+    torch_a, torch_r, proc = snap["torch_allocated"], snap["torch_reserved"], snap["nvml_process"]
+    _label, _expected, bands, bands_ok = bands_row(label, a, torch_a, torch_r, proc)
     ok = (
-        a["allocated"] == snap["torch_allocated"]
-        and a["reserved"] == snap["torch_reserved"]
-        and a["process"] == snap["nvml_process"]
+        a["allocated"] is not None
+        and a["allocated"] == torch_a
+        and a["reserved"] == torch_r
+        and a["process"] == proc
+        and bands_ok
     )
     r.row(
         label,
-        "sample allocated/reserved = torch, process = NVML",
-        f"allocated {a['allocated']} / {snap['torch_allocated']}, reserved {a['reserved']} / "
-        f"{snap['torch_reserved']}, process {a['process']} / {snap['nvml_process']}",
+        "sample allocated/reserved = torch, process = NVML; cached = reserved - allocated, "
+        "nonTorch = process - reserved, processHidden false",
+        f"allocated {a['allocated']} / {torch_a}, reserved {a['reserved']} / {torch_r}, process "
+        f"{a['process']} / {proc}; {bands}",
         ok,
     )
 
@@ -1010,7 +1357,7 @@ def case_c01(ctx, new_session):
         "; ".join(f"{sorted(kd.holder_names(m))} stale={m['stale']}" for m in models),
         ok,
     )
-    one = older["bytes"]["cuda:0"] if older else None
+    one = older["bytes"].get("cuda:0") if older else None
     ok = one is not None and abs(one - older["parameters"] * 4) < MiB and 10 * MiB < one < 14 * MiB
     r.row(
         "C01 'one' (model bytes on cuda:0)",
@@ -1018,34 +1365,35 @@ def case_c01(ctx, new_session):
         f"{mib(one)} for {older['parameters'] if older else '?'} parameters (+ BN buffers)",
         ok,
     )
-    alloc = dev0(s.samples_after[3])["allocated"]
-    ok = base == note_base and within(alloc - base, 2 * one)
+    alloc = sub(dev0(s.samples_after[3])["allocated"], base)
+    two = 2 * one if one is not None else None
+    ok = base == note_base and within(alloc, two)
     r.row(
         "C01 after cell 3: allocated",
         "BASE + 2 x one (within 1 MiB)",
-        f"+{mib(alloc - base)} vs 2 x one = {mib(2 * one)} (BASE {mib(base)} = notebook's)",
+        f"+{mib(alloc)} vs 2 x one = {mib(two)} (BASE {mib(base)} = notebook's)",
         ok,
     )
     r.row(
         "C01 peak while cell 3 runs",
         "about BASE + 2 x one (hint welcome, not required)",
-        "not in protocol 1 (samples carry no peak figure)",
+        "not carried by protocol 2 (samples carry no peak figure)",
         None,
     )
     s.cell(number=5)  # the notebook's reference clear_gpu cell
     _, inventory = s.cell(number=6)
-    after = dev0(s.samples_after[5])["allocated"]
+    after = sub(dev0(s.samples_after[5])["allocated"], base)
     ok = (
         len(inventory["models"]) == 1
         and kd.holder_names(inventory["models"][0]) == {"model"}
-        and within(after - base, one)
+        and within(after, one)
     )
     r.row(
         "C01 after the reference clear_gpu cell",
         "1 instance (model); allocated within 1 MiB of BASE + one",
         f"{len(inventory['models'])} model(s), holders "
         f"{[sorted(kd.holder_names(m)) for m in inventory['models']]}; "
-        f"allocated +{mib(after - base)}",
+        f"allocated +{mib(after)}",
         ok,
     )
     agent_vs_truth(s, "C01 agent figures vs torch/NVML at the end", r)
@@ -1077,7 +1425,7 @@ def case_c03(ctx, new_session):
     _, inventory = s.cell(number=4)
     models = inventory["models"]
     one = models[0]["bytes"].get("cuda:0") if models else None
-    alloc = dev0(s.samples_after[4])["allocated"] - base
+    alloc = sub(dev0(s.samples_after[4])["allocated"], base)
     ok = (
         len(models) == 1
         and kd.holder_names(models[0]) == {"_", "_3", "Out[3]"}
@@ -1103,7 +1451,7 @@ def case_c03(ctx, new_session):
     )
     s.cell(number=8)
     _, inventory = s.cell(number=9)
-    alloc = dev0(s.samples_after[9])["allocated"] - base
+    alloc = sub(dev0(s.samples_after[9])["allocated"], base)
     alive = s.evaluate(a="yolo_ref() is not None")["a"]
     ok = inventory["models"] == [] and within(alloc, 0) and not alive
     r.row(
@@ -1129,7 +1477,7 @@ def case_c05(ctx, new_session):
         _, inventory = s.cell(number=n)
         alive = s.evaluate(a="ACTS[-1]() is not None")["a"]
         frames = {f["name"]: f["bytes"] for f in (inventory["lastError"] or {}).get("frames", [])}
-        alloc = dev0(s.samples_after[n])["allocated"] - base
+        alloc = sub(dev0(s.samples_after[n])["allocated"], base)
         held = frames.get("train_step")
         measured.append(f"cell {n}: alive {alive}, train_step {held}, +{mib(alloc)}")
         ok = ok and alive and held == {"cuda:0": 256 * MiB} and within(alloc, 256 * MiB)
@@ -1141,7 +1489,7 @@ def case_c05(ctx, new_session):
     )
     _, inventory = s.cell(number=7)
     s.cell(number=8)
-    alloc = dev0(s.samples_after[7])["allocated"] - base
+    alloc = sub(dev0(s.samples_after[7])["allocated"], base)
     alive = s.evaluate(a="ACTS[-1]() is not None")["a"]
     ok = inventory["lastError"] is None and within(alloc, 0) and not alive
     r.row(
@@ -1152,17 +1500,33 @@ def case_c05(ctx, new_session):
     )
 
 
+LINEAR_WARMUP = """
+import torch
+if torch.cuda.is_available():
+    layer = torch.nn.Linear(64, 10).cuda()
+    layer(torch.randn(32, 64, device="cuda")).sum().backward()
+    del layer
+    torch.cuda.synchronize()
+"""
+
+
 def case_c08(ctx, new_session):
     r = ctx.report
     s = new_session("C08")
     s.load("C08")
     s.cell(number=1)
+    # The case's warm-up (a matmul and a convolution) misses the cuBLAS workspace the net's
+    # nn.Linear creates on first use (1 MiB on the H200, measured by the 2026-11-30 run);
+    # one Linear forward/backward here, silent and outside the namespace, puts it inside the
+    # baseline that cell 2 measures, as the case intends for every workspace.
+    s.silent(f"exec({json.dumps(LINEAR_WARMUP)}, {{}})")
     _, inventory = s.cell(number=2)
     before = dev0(s.samples_after[2])["allocated"]
-    note_before = s.evaluate(b="before")["b"] * MiB
+    note_before = s.evaluate(b="before")["b"]
+    note_before = note_before * MiB if note_before is not None else None
     _, inventory = s.cell(number=3)
-    growth = dev0(s.samples_after[3])["allocated"] - before
-    ok = before == note_before and abs(growth - 1024 * MiB) <= 10 * MiB
+    growth = sub(dev0(s.samples_after[3])["allocated"], before)
+    ok = before == note_before and growth is not None and abs(growth - 1024 * MiB) <= 10 * MiB
     r.row(
         "C08 after cell 3: growth",
         "about 1024 MiB (4 x 256 MiB of graphs), within 1%",
@@ -1178,22 +1542,60 @@ def case_c08(ctx, new_session):
         f"{[(m['label'], sorted(kd.holder_names(m)), m['stale']) for m in models]}",
         ok,
     )
-    r.row(
-        "C08 flag `val_losses` (4 CUDA tensors with grad_fn, about 1024 MiB)",
-        "list of loss tensors with graphs named",
-        "not in protocol 1 (graph/tensor holders are a later issue)",
-        None,
+    r.write(f"inventory after cell 3: {json.dumps(inventory)[:20000]}")
+    graphs = {g["name"]: g for g in inventory["graphs"]}
+    listed = [
+        (x["name"], x["path"], x["container"], x["count"], x["gradFn"], x["bytes"])
+        for x in inventory["graphs"]
+    ]
+    g = graphs.get("val_losses", {})
+    held = on_cuda0(g.get("bytes"))
+    ok = (
+        list(graphs) == ["val_losses"]
+        and g.get("path") == "val_losses"
+        and g.get("container") == "list"
+        and g.get("count") == 4
+        and g.get("gradFn") == "NllLossBackward0"
+        and abs(held - 1024 * MiB) <= 10 * MiB
+        and not g.get("truncated")
     )
-    s.cell(number=4)
+    r.row(
+        "C08 graphs: `val_losses` after cell 3",
+        "one graph holder val_losses: list, count 4, NllLossBackward0, bytes on cuda:0 about "
+        "1024 MiB (4 x 256 MiB [V-gpu]) within 1%, not truncated",
+        f"{listed}; cuda:0 {mib(held)} vs measured growth {mib(growth)} (difference "
+        f"{mib(sub(held, growth))}); nodes {g.get('nodes')}, truncated {g.get('truncated')}",
+        ok,
+    )
+    _, clean_inv = s.cell(number=4)
     s.cell(number=5)
-    after_clean = dev0(s.samples_after[5])["allocated"] - before
-    s.cell(number=6)
-    after_nograd = dev0(s.samples_after[6])["allocated"] - before
-    ok = within(after_clean, 0) and within(after_nograd, 0)
+    after_clean = sub(dev0(s.samples_after[5])["allocated"], before)
+    # what the graphs kept alive = what turning the losses into floats freed (the growth of
+    # cell 3 also holds workspaces that stay, e.g. cuBLAS's for the first nn.Linear)
+    freed = sub(growth, after_clean)
+    ok = freed is not None and within(held, freed)
+    r.row(
+        "C08 graphs: bytes vs what the graphs keep alive",
+        "val_losses' bytes on cuda:0 = what dropping the graphs freed (allocated after cell 3 - "
+        "after the clean, cells 4-5), within 1 MiB (protocol: parameters and other leaf tensors "
+        "excluded)",
+        f"{held} B vs freed {freed} B (growth {growth} B, {after_clean} B stayed): difference "
+        f"{mib(sub(held, freed))}",
+        ok,
+    )
+    _, nograd_inv = s.cell(number=6)
+    after_nograd = sub(dev0(s.samples_after[6])["allocated"], before)
+    ok = (
+        within(after_clean, 0)
+        and within(after_nograd, 0)
+        and clean_inv["graphs"] == []
+        and nograd_inv["graphs"] == []
+    )
     r.row(
         "C08 after `.item()` + clean, and under no_grad",
-        "growth about 0 (within 1 MiB)",
-        f"after clean {mib(after_clean)}; no_grad loop {mib(after_nograd)}",
+        "growth about 0 (within 1 MiB); no graph holder after either",
+        f"after clean {after_clean} B = {mib(after_clean, 3)}, graphs {clean_inv['graphs']}; "
+        f"no_grad loop {after_nograd} B = {mib(after_nograd, 3)}, graphs {nograd_inv['graphs']}",
         ok,
     )
 
@@ -1204,16 +1606,22 @@ def case_c10(ctx, new_session):
     s.load("C10")
     s.cell(number=1)
     b = dev0(s.samples_after[1])
-    s.cell(number=2)
+    _, inventory = s.cell(number=2)
     c2 = dev0(s.samples_after[2])
-    ok = within(c2["allocated"] - b["allocated"], 1024 * MiB) and within(
-        c2["reserved"] - b["reserved"], 1024 * MiB
+    blob = [t for t in inventory["tensors"] if t["path"] == "blob"]
+    ok = (
+        within(sub(c2["allocated"], b["allocated"]), 1024 * MiB)
+        and within(sub(c2["reserved"], b["reserved"]), 1024 * MiB)
+        and len(blob) == 1
+        and blob[0]["bytes"] == 1024 * MiB
+        and blob[0]["device"] == "cuda:0"
     )
     r.row(
         "C10 cell 2 (1 GiB tensor)",
-        "allocated +1024, reserved +1024 MiB",
-        f"allocated +{mib(c2['allocated'] - b['allocated'])}, reserved "
-        f"+{mib(c2['reserved'] - b['reserved'])}",
+        "allocated +1024, reserved +1024 MiB; `tensors` lists blob, 1024 MiB on cuda:0",
+        f"allocated +{mib(sub(c2['allocated'], b['allocated']))}, reserved "
+        f"+{mib(sub(c2['reserved'], b['reserved']))}; tensors "
+        f"{[(t['path'], t['device'], t['bytes'], t['dtype']) for t in inventory['tensors']]}",
         ok,
     )
     _, inventory = s.cell(number=3)
@@ -1224,28 +1632,41 @@ def case_c10(ctx, new_session):
         and c3["reserved"] == c2["reserved"]
         and within(c3["process"], c2["process"])
         and c3["process"] == nvml3
+        and c3["cached"] == sub(c3["reserved"], c3["allocated"])
+        and within(c3["cached"], 1024 * MiB + (b["cached"] or 0))
         and inventory["models"] == []
-        and within(c3["reserved"] - c3["allocated"], 1024 * MiB + b["reserved"] - b["allocated"])
+        and inventory["graphs"] == []
+        and inventory["tensors"] == []
     )
     r.row(
         "C10 cell 3 (`del blob`)",
-        "allocated +0; reserved still +1024 (cached band = reserved - allocated); NVML "
-        "unchanged; 0 stale objects",
-        f"allocated +{mib(c3['allocated'] - b['allocated'])}; reserved "
-        f"+{mib(c3['reserved'] - b['reserved'])}; cached {mib(c3['reserved'] - c3['allocated'])};"
-        f" process {mib(c2['process'])} -> {mib(c3['process'])} (NVML {mib(nvml3)}); "
-        f"{len(inventory['models'])} models",
+        "allocated +0; reserved still +1024; sample.cached = reserved - allocated = about "
+        "1 GiB (+ the baseline's cache, within 1 MiB); NVML unchanged; no models, graphs or "
+        "tensors",
+        f"allocated +{mib(sub(c3['allocated'], b['allocated']))}; reserved "
+        f"+{mib(sub(c3['reserved'], b['reserved']))}; cached {mib(c3['cached'])} (baseline "
+        f"{mib(b['cached'])}); process {mib(c2['process'])} -> {mib(c3['process'])} (NVML "
+        f"{mib(nvml3)}); models {inventory['models']}, graphs {inventory['graphs']}, tensors "
+        f"{inventory['tensors']}",
         ok,
     )
     s.cell(number=4)
     c4 = dev0(s.samples_after[4])
-    drop = c3["process"] - c4["process"]
-    ok = c4["reserved"] == b["reserved"] and abs(drop - 1024 * MiB) <= 10 * MiB
+    drop = sub(c3["process"], c4["process"])
+    ok = (
+        c4["reserved"] == b["reserved"]
+        and drop is not None
+        and abs(drop - 1024 * MiB) <= 10 * MiB
+        and within(sub(c3["reserved"], c4["reserved"]), 1024 * MiB)
+        and c4["cached"] == b["cached"]
+    )
     r.row(
         "C10 cell 4 (`empty_cache()`)",
-        "reserved back to its baseline; NVML process about 1024 MiB lower",
-        f"reserved {mib(c4['reserved'])} (baseline {mib(b['reserved'])}); process "
-        f"-{mib(drop)}; device used -{mib(c3['used'] - c4['used'])}",
+        "reserved back to its baseline (-1024 MiB); cached back to the baseline's; NVML process "
+        "about 1024 MiB lower",
+        f"reserved {mib(c4['reserved'])} (baseline {mib(b['reserved'])}, "
+        f"-{mib(sub(c3['reserved'], c4['reserved']))}); cached {mib(c4['cached'])}; process "
+        f"-{mib(drop)}; device used -{mib(sub(c3['used'], c4['used']))}",
         ok,
     )
     _, inventory = s.cell(ctx.clean("c10", inventory))
@@ -1267,59 +1688,66 @@ def case_c11(ctx, new_session):
     s.cell(number=1)
     c1 = dev0(s.samples_after[1])
     nvml1 = ctx.nvml.process(0, s.pid)
-    ok = nvml1 is None and c1["process"] == 0 and c1["allocated"] is None
+    ok = nvml1 is None and c1["process"] == 0 and c1["allocated"] is None and c1["nonTorch"] is None
     r.row(
         "C11 cell 1 (torch imported, no CUDA call)",
-        "no NVML entry for the process",
-        f"NVML {nvml1}; sample process {c1['process']}, allocated {c1['allocated']}",
+        "no NVML entry for the process; sample process 0, allocated and nonTorch null",
+        f"NVML {nvml1}; sample process {c1['process']}, allocated {c1['allocated']}, nonTorch "
+        f"{c1['nonTorch']}",
         ok,
     )
-    s.cell(number=2)
-    c2 = dev0(s.samples_after[2])
-    nvml2 = ctx.nvml.process(0, s.pid)
-    ok = (
-        c2["process"] == nvml2
-        and SEVERAL_HUNDRED[0] <= c2["process"] <= SEVERAL_HUNDRED[1]
-        and c2["reserved"] == 2 * MiB
-    )
-    r.row(
-        "C11 cell 2 (first CUDA tensor)",
-        "process about 610 MiB by NVML (several hundred), torch reserves 2 MiB",
-        f"process {mib(c2['process'], 0)} (NVML {mib(nvml2, 0)}); reserved {mib(c2['reserved'])}",
-        ok,
-    )
-    s.cell(number=3)
-    c3 = dev0(s.samples_after[3])
-    nvml3 = ctx.nvml.process(0, s.pid)
-    ok = c3["process"] == nvml3 and SEVERAL_HUNDRED[0] <= c3["process"] <= SEVERAL_HUNDRED[1]
-    r.row(
-        "C11 cell 3 (cuBLAS / cuDNN loaded)",
-        "process about 720 MiB by NVML; reserved about 32 MiB",
-        f"process {mib(c3['process'], 0)} (NVML {mib(nvml3, 0)}); reserved {mib(c3['reserved'])}",
-        ok,
-    )
+    rows = (
+        (2, "C11 cell 2 (first CUDA tensor)", "process about 610 MiB by NVML (several hundred), "
+         "torch reserves 2 MiB", lambda c: c["reserved"] == 2 * MiB),
+        (3, "C11 cell 3 (cuBLAS / cuDNN loaded)", "process about 720 MiB by NVML; reserved about "
+         "32 MiB", lambda c: True),
+    )  # fmt: skip
+    for number, label, expected, extra in rows:
+        s.cell(number=number)
+        c = dev0(s.samples_after[number])
+        nvml = ctx.nvml.process(0, s.pid)
+        ok = (
+            c["process"] is not None
+            and c["process"] == nvml
+            and SEVERAL_HUNDRED[0] <= c["process"] <= SEVERAL_HUNDRED[1]
+            and c["nonTorch"] == sub(nvml, c["reserved"])
+            and extra(c)
+        )
+        r.row(
+            label,
+            f"{expected}; nonTorch = NVML process - reserved",
+            f"process {mib(c['process'], 0)} (NVML {mib(nvml, 0)}); reserved {mib(c['reserved'])};"
+            f" nonTorch {mib(c['nonTorch'])}",
+            ok,
+        )
+    c3 = c
     _, inventory = s.cell(number=4)
     c4 = dev0(s.samples_after[4])
-    share4 = c4["process"] - c4["reserved"]
-    ok = SEVERAL_HUNDRED[0] <= share4 <= SEVERAL_HUNDRED[1]
+    nvml4 = ctx.nvml.process(0, s.pid)
+    ok = (
+        c4["nonTorch"] is not None
+        and SEVERAL_HUNDRED[0] <= c4["nonTorch"] <= SEVERAL_HUNDRED[1]
+        and c4["nonTorch"] == sub(nvml4, c4["reserved"])
+        and c4["processHidden"] is False
+    )
     r.row(
         "C11 cell 4 (all deleted, empty_cache)",
-        "NVML about unchanged; allocated 32 MiB (cuBLAS workspace); process - reserved several "
-        "hundred MiB",
-        f"process {mib(c4['process'], 0)} ({mib(c4['process'] - c3['process'], 0)} vs cell 3); "
-        f"allocated {mib(c4['allocated'])}; reserved {mib(c4['reserved'])}; process - reserved "
-        f"{mib(share4, 0)}",
+        "NVML about unchanged; allocated 32 MiB (cuBLAS workspace); sample.nonTorch (= NVML "
+        "process - reserved) several hundred MiB",
+        f"process {mib(c4['process'], 0)} ({mib(sub(c4['process'], c3['process']), 0)} vs cell "
+        f"3); allocated {mib(c4['allocated'])}; reserved {mib(c4['reserved'])}; nonTorch "
+        f"{mib(c4['nonTorch'], 0)} (NVML - reserved {mib(sub(nvml4, c4['reserved']), 0)}); "
+        f"unattributed {mib(inventory['unattributed'].get('cuda:0'))}",
         ok,
     )
     s.cell(ctx.clean("c11", inventory))
     (cleaned,) = s.comm.messages("cleaned")
     c5 = dev0(s.samples_after[5])
-    share5 = c5["process"] - c5["reserved"]
-    ok = cleaned["freed"] == {} and within(share4, share5)
+    ok = cleaned["freed"] == {} and within(c4["nonTorch"], c5["nonTorch"])
     r.row(
-        "C11 generated clean cell",
-        "context share unchanged, nothing promised or freed",
-        f"process - reserved {mib(share4, 0)} -> {mib(share5, 0)}; freed {cleaned['freed']}",
+        "C11 generated clean cell (gc.collect + empty_cache)",
+        "nonTorch unchanged (within 1 MiB), nothing promised or freed",
+        f"nonTorch {mib(c4['nonTorch'], 0)} -> {mib(c5['nonTorch'], 0)}; freed {cleaned['freed']}",
         ok,
     )
     agent_vs_truth(s, "C11 agent figures vs torch/NVML at the end", r)
@@ -1341,7 +1769,9 @@ def check_visible_devices(ctx, new_session):
         r.row(
             "8 CUDA_VISIBLE_DEVICES=1 mapping",
             "kernel's cuda:0 = NVML device 1",
-            f"not run: this machine has {ctx.nvml.count} GPU",
+            f"not run: this machine has {ctx.nvml.count} GPU(s); it needs 2 (the "
+            "nvidia-h200-x2 kind)"
+            + (f": {ctx.args.devices_note}" if ctx.args.devices_note else ""),
             None,
         )
         return
@@ -1373,7 +1803,7 @@ def check_visible_devices(ctx, new_session):
         and entry["reserved"] == torch_r
     )
     r.row(
-        "8 CUDA_VISIBLE_DEVICES=1",
+        "8a CUDA_VISIBLE_DEVICES=1",
         "hello.devices[0].uuid = NVML device 1 (= torch cuda:0); figures = device 1's; no "
         "entry on device 0",
         f"hello {[(d['index'], d['uuid']) for d in hello]}; NVML dev 1 {ctx.nvml.uuid(1)}; torch "
@@ -1382,25 +1812,27 @@ def check_visible_devices(ctx, new_session):
         f"{mib(entry['allocated'])}",
         ok,
     )
+    r.row(*hello_rows(ctx, s.hello, 1, "8b CUDA_VISIBLE_DEVICES=1: hello.devices[0].nvmlIndex"))
+    r.row(*bands_row("8c CUDA_VISIBLE_DEVICES=1: sample bands", entry, torch_a, torch_r, proc1))
 
 
 # --------------------------------------------------------------------------------------------
 # main
 
 
-CHECKS = {
+CHECKS = {  # in the order they run (the longest and the newest first, under --budget-s)
     "stacking": ("2-3 figures, stacking, clean", check_stacking),
     "oom": ("5 OOM", check_oom),
     "training": ("4 training", check_training),
-    "C01": ("C01", case_c01),
-    "C03": ("C03", case_c03),
-    "C05": ("C05", case_c05),
     "C08": ("C08", case_c08),
     "C10": ("C10", case_c10),
     "C11": ("C11", case_c11),
     "cost": ("6 cost", check_cost),
-    "no-context": ("1 no context", check_no_context),
     "devices": ("8 CUDA_VISIBLE_DEVICES", check_visible_devices),
+    "no-context": ("1 no context", check_no_context),
+    "C01": ("C01", case_c01),
+    "C05": ("C05", case_c05),
+    "C03": ("C03", case_c03),
 }
 
 
@@ -1464,7 +1896,10 @@ def main():
     parser.add_argument("--note", action="append", help="a line for the report's notes")
     parser.add_argument("--train-seconds", type=int, default=40)
     parser.add_argument("--budget-s", type=float, help="start no check group after this long")
-    parser.add_argument("--cost-cells", type=int, default=60)
+    parser.add_argument("--cost-cells", type=int, default=50)
+    parser.add_argument(
+        "--devices-note", help="why row 8 could not run here (e.g. the 2-GPU kind is not lent)"
+    )
     args = parser.parse_args()
 
     if args.generate_clean_cells:
@@ -1484,7 +1919,9 @@ def main():
     ctx.training_curve = None
     ctx.network = {}
     ctx.hangs = []
+    ctx.agent_errors = {}
     ctx.started = started
+    ctx.hand_written = hand_written(report_path)
     ctx.kernel_env = kernel_environment()
     names = [n.strip() for n in args.only.split(",")] if args.only else list(CHECKS)
     unknown = [n for n in names if n not in CHECKS]
@@ -1508,7 +1945,8 @@ def main():
         "ultralytics": version("ultralytics"),
         "nvidia-ml-py": version("nvidia-ml-py"),
         "polars": version("polars"),
-        "agent": kd.agent_source().split('AGENT_VERSION = "')[1].split('"')[0],
+        "agent": f"{kd.AGENT_VERSION} (comm protocol {kd.PROTOCOL}), file blob "
+        f"{git_blob(kd.AGENT_PATH)[:12]}",
         "machine": f"{platform.node()} {platform.machine()} {platform.release()}",
         "packages from wheels": str(target) if target else "no (all importable)",
         "clean cells": clean.describe if clean else "not needed",
@@ -1542,6 +1980,14 @@ def main():
         + (f": {'; '.join(ctx.hangs)} (stacks in the log)" if ctx.hangs else ""),
         not ctx.hangs,
     )
+    errors = {name: found for name, found in ctx.agent_errors.items() if found}
+    ctx.report.row(
+        "agent `error` messages in every kernel",
+        "none",
+        f"{len(ctx.agent_errors)} kernels, error messages in {sorted(errors) or 'none'}"
+        + (f": {next(iter(errors.values()))[0]}" if errors else ""),
+        not errors,
+    )
     if ctx.network or len(names) == len(CHECKS):
         used = {name: events for name, events in ctx.network.items() if events}
         ctx.report.row(
@@ -1571,9 +2017,9 @@ def write_report(ctx, path, env, started):
         "through jupyter_client, the agent injected exactly as the extension sends it, the "
         "browser's side of the comm played by the script; every agent figure compared with NVML, "
         "`nvidia-smi` and torch read at the same moment. Cases: `test/cases/README.md`, "
-        "'extension should'. 'n/a': the figure is not carried by protocol 1, the check needs "
-        "hardware this machine lacks, or the run's time budget (`--budget-s`) was spent first. "
-        "Full log: `--log` (default .make/gpu-check.log).",
+        f"'extension should'. 'n/a': the figure is not carried by comm protocol {kd.PROTOCOL}, "
+        "the check needs hardware this machine lacks, or the run's time budget (`--budget-s`) "
+        "was spent first. Full log: `--log` (default .make/gpu-check.log).",
         "",
         "| | |",
         "| --- | --- |",
@@ -1600,8 +2046,20 @@ def write_report(ctx, path, env, started):
     notes = ctx.report.notes + (ctx.args.note or [])
     if notes:
         lines += ["Notes:", "", *[f"- {note}" for note in notes]]
-    path.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
+    text = "\n".join(lines).rstrip() + "\n" + ctx.hand_written
+    path.write_text(text, encoding="utf-8")
     return summary
+
+
+def hand_written(path):
+    """The hand-written tail of an existing report (from a '---' line followed by '## Context'),
+    kept when the script rewrites the report; '' when there is none."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError:
+        return ""
+    at = text.find(CONTEXT_MARK)
+    return text[at:] if at >= 0 else ""
 
 
 if __name__ == "__main__":
