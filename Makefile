@@ -15,7 +15,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 TS_SOURCES := $(shell find src style schema -type f -not -path 'src/_generated/*' 2>/dev/null) package.json tsconfig.json
 
-.PHONY: lab test setup build lint test-unit test-agent test-ui test-gateway clean help
+.PHONY: lab test setup build lint test-unit test-agent test-ui test-gateway test-notebook7 clean help
 
 help:
 	@echo "make lab    # set up .venv and node_modules, build, open JupyterLab on examples/stacked-yolo.ipynb"
@@ -79,12 +79,18 @@ test-gateway: $(STAMP)/build $(STAMP)/chromium
 	source $(BIN)/activate
 	npx playwright test -c playwright.gateway.config.js
 
+# The extension in Jupyter Notebook 7 (no status bar: the gauge sits in its menu bar).
+test-notebook7: $(STAMP)/build $(STAMP)/chromium
+	source $(BIN)/activate
+	npx playwright test -c playwright.notebook7.config.js
+
 test: $(STAMP)/build $(STAMP)/chromium
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory test-unit
 	$(MAKE) --no-print-directory test-agent
 	$(MAKE) --no-print-directory test-ui
 	$(MAKE) --no-print-directory test-gateway
+	$(MAKE) --no-print-directory test-notebook7
 
 clean:
 	rm -rf $(STAMP) lib jupyterlab_gpu_hygiene/labextension src/_generated tsconfig.tsbuildinfo test-results playwright-report

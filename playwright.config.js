@@ -11,8 +11,9 @@ const PORT = Number(process.env.GPU_HYGIENE_UI_PORT || 8888);
 module.exports = {
   ...baseConfig,
   testDir: './test/ui',
-  // gateway.spec.ts needs the Kernel Gateway set-up of playwright.gateway.config.js.
-  testIgnore: 'gateway.spec.ts',
+  // gateway.spec.ts needs the Kernel Gateway set-up of playwright.gateway.config.js,
+  // notebook7.spec.ts the Notebook 7 server of playwright.notebook7.config.js.
+  testIgnore: ['gateway.spec.ts', 'notebook7.spec.ts'],
   reporter: [['list'], ['html', { open: 'never' }]],
   timeout: 180000,
   expect: { timeout: 30000 },

@@ -17,6 +17,7 @@ import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 import { addCommands } from './commands';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- needed at activation
 import { GpuMonitor } from './monitor';
+import { addGaugeToMenuArea } from './notebook7';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- needed at activation
 import { GpuNotifier } from './notifications';
 // A small shell: the panel itself (views, recharts) loads lazily on first show.
@@ -63,17 +64,21 @@ const monitorPlugin: JupyterFrontEndPlugin<IGpuMonitor> = {
   }
 };
 
-/** The status bar VRAM gauge. */
+/**
+ * The VRAM gauge: in the status bar, or where an application without one
+ * has room for it (Notebook 7: the menu bar, beside its kernel status).
+ */
 const statusbarPlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyterlab-gpu-hygiene:statusbar',
-  description: 'Shows the current kernel’s VRAM in the status bar.',
+  description:
+    'Shows the current kernel’s VRAM in the status bar (in Notebook 7, which has none: in the menu bar).',
   autoStart: true,
-  requires: [IGpuMonitor, IStatusBar],
-  optional: [ITranslator],
+  requires: [IGpuMonitor],
+  optional: [IStatusBar, ITranslator],
   activate: (
     app: JupyterFrontEnd,
     monitor: IGpuMonitor,
-    statusBar: IStatusBar,
+    statusBar: IStatusBar | null,
     translator: ITranslator | null
   ) => {
     const trans = (translator ?? nullTranslator).load(DOMAIN);
@@ -83,6 +88,10 @@ const statusbarPlugin: JupyterFrontEndPlugin<void> = {
         void app.commands.execute(CommandIDs.openPanel);
       }
     });
+    if (!statusBar) {
+      addGaugeToMenuArea(app.shell, gauge, model);
+      return;
+    }
     statusBar.registerStatusItem('jupyterlab-gpu-hygiene:gauge', {
       item: gauge,
       align: 'left',

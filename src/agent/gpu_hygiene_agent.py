@@ -1137,6 +1137,13 @@ class DeviceSampler:
 # the agent
 
 
+def _user_cell(info):
+    """Whether an IPython run is a user's cell (bool). Another extension's probe (a variable
+    inspector's query after each cell) runs with ``store_history=False``; IPython skips the
+    cell hooks only for ``silent=True``, so the agent tells them apart itself."""
+    return getattr(info, "store_history", True) is not False
+
+
 class Agent:
     """One installed agent: comm target, IPython hooks, sampler thread, module tracker."""
 
@@ -1353,8 +1360,11 @@ class Agent:
     # ---- IPython hooks
 
     def pre_run_cell(self, info=None):
-        """``pre_run_cell``: busy; snapshot models before a clean cell."""
+        """``pre_run_cell``: busy; snapshot models before a clean cell. Not for a probe
+        without history (``_user_cell``)."""
         try:
+            if not _user_cell(info):
+                return
             self.busy = True
             self.wake_event.set()
             raw = getattr(info, "raw_cell", None)
@@ -1366,8 +1376,11 @@ class Agent:
             self.error("clean", exc)
 
     def post_run_cell(self, result=None):
-        """``post_run_cell``: idle; send ``inventory`` (and ``cleaned`` after a clean cell)."""
+        """``post_run_cell``: idle; send ``inventory`` (and ``cleaned`` after a clean cell).
+        Not for a probe without history (``_user_cell``)."""
         try:
+            if not _user_cell(getattr(result, "info", None)):
+                return
             self.busy = False
             self.wake_event.set()
             snapshot, self.clean_snapshot = self.clean_snapshot, None
