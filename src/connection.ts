@@ -2,8 +2,18 @@
  * Connection to one kernel: sends the agent with a silent execute, opens the
  * comm, validates what comes back, and sends the agent again after every
  * restart. Nothing is sent to a kernel whose language is not Python.
+ *
+ * It also watches that the kernel is alive: JupyterLab's server notices a
+ * killed kernel process only when its restarter polls (every 3 s by
+ * default), so when the agent's samples stop while the kernel is idle, the
+ * connection asks the kernel for `kernel_info` and reports it dead if no
+ * answer comes.
  */
-import type { Kernel, KernelMessage } from '@jupyterlab/services';
+import {
+  CommsOverSubshells,
+  type Kernel,
+  type KernelMessage
+} from '@jupyterlab/services';
 import type { IDisposable } from '@lumino/disposable';
 import { AGENT_LOADER, AGENT_SOURCE } from './_generated/agent';
 import type { GpuKernelModel } from './model';
@@ -18,6 +28,18 @@ import {
 const HELLO_TIMEOUT_MS = 10_000;
 /** Comm openings before the connection reports the agent as failed. */
 const HELLO_ATTEMPTS = 3;
+/**
+ * How long past the sampler period the agent may stay silent before an idle
+ * kernel is asked whether it is alive (ms).
+ */
+const SILENCE_MARGIN_MS = 250;
+/**
+ * How long an idle kernel has to answer that `kernel_info` request before it
+ * counts as dead (ms). An idle kernel answers in a few milliseconds.
+ */
+const PROBE_TIMEOUT_MS = 700;
+/** Longest wait between two probes of a kernel that answers but whose agent stays silent (ms). */
+const PROBE_MAX_DELAY_MS = 60_000;
 
 /**
  * The code of the silent execute request that installs the agent.
@@ -46,7 +68,33 @@ export class AgentConnection implements IDisposable {
     this._onDropped = options.onDropped;
     this._kernel.statusChanged.connect(this._onStatus, this);
     this._kernel.connectionStatusChanged.connect(this._onConnection, this);
+    Private.live.connections.add(this);
+    Private.live.kernelSlots += 2;
     void this._start();
+  }
+
+  /**
+   * What the connections of this page hold right now, for leak checks
+   * (tests, debugging; read through `GpuMonitor.debugCounts()`).
+   */
+  static liveCounts(): AgentConnection.ILiveCounts {
+    const { connections, comms, ownKernels } = Private.live;
+    for (const comm of comms) {
+      if (comm.isDisposed) {
+        comms.delete(comm);
+      }
+    }
+    for (const kernel of ownKernels) {
+      if (kernel.isDisposed) {
+        ownKernels.delete(kernel);
+      }
+    }
+    return {
+      connections: connections.size,
+      comms: comms.size,
+      kernelSlots: Private.live.kernelSlots,
+      ownKernels: ownKernels.size
+    };
   }
 
   /** The kernel connection this watches. */
@@ -81,6 +129,9 @@ export class AgentConnection implements IDisposable {
     this._isDisposed = true;
     this._kernel.statusChanged.disconnect(this._onStatus, this);
     this._kernel.connectionStatusChanged.disconnect(this._onConnection, this);
+    Private.live.kernelSlots -= 2;
+    Private.live.connections.delete(this);
+    this._stopWatch();
     this._closeComm();
     this._ownKernel?.dispose();
     this._ownKernel = null;
@@ -120,7 +171,10 @@ export class AgentConnection implements IDisposable {
     this._injecting = true;
     this._needsInject = false;
     this._closeComm();
-    this._model.setStatus('starting');
+    if (this._model.status !== 'dead') {
+      // A kernel that died keeps saying so until the new agent answers.
+      this._model.setStatus('starting');
+    }
     try {
       const future = this._kernel.requestExecute(
         {
@@ -173,13 +227,18 @@ export class AgentConnection implements IDisposable {
    * wait for an `idle` status — through a Kernel Gateway the new kernel's
    * first status messages can be missed by the reconnecting websocket.
    */
-  private _onRestarting(): void {
+  private _onRestarting(died: boolean): void {
     const generation = ++this._generation;
     this._injecting = false;
     this._needsInject = true;
     this._comm = null;
+    this._stopWatch();
     this._model.resetKernelState();
-    this._model.setStatus('restarting');
+    if (died) {
+      this._model.setDead('restarting');
+    } else {
+      this._model.setStatus('restarting');
+    }
     // After the kernel connection cleared its state for the restart.
     setTimeout(() => {
       if (generation === this._generation && this._needsInject) {
@@ -190,26 +249,43 @@ export class AgentConnection implements IDisposable {
 
   private _openComm(attempt = 0): void {
     const comm = this._commKernel().createComm(COMM_TARGET);
+    // Not over a subshell (JupyterLab's default for comms since 4.4): the
+    // agent then answers on the main shell between cells, never while user
+    // code runs, and no subshell thread is started in the kernel for it. It
+    // also avoids JupyterLab's unhandled "Canceled future for
+    // create_subshell_request" when a restart comes before the subshell.
+    comm.commsOverSubshells = CommsOverSubshells.Disabled;
     this._comm = comm;
+    Private.live.comms.add(comm);
     this._watchHello(comm, attempt);
     comm.onMsg = msg => {
       if (comm !== this._comm || this._isDisposed) {
         return;
       }
+      this._heard();
       const parsed = parseKernelMessage(msg.content.data);
       if (parsed.ok) {
         if (parsed.message.type === 'hello') {
           this._helloComm = comm;
         }
         this._model.apply(parsed.message);
+        if (this._model.deadReason === 'unresponsive') {
+          // It was alive after all (a late sample): back to normal.
+          this._model.setStatus('ready');
+        }
+        if (this._model.status === 'ready') {
+          this._watch();
+        }
       } else {
         this._model.countDropped();
         this._onDropped?.(this._model, parsed.reason);
       }
     };
     comm.onClose = () => {
+      Private.live.comms.delete(comm);
       if (comm === this._comm) {
         this._comm = null;
+        this._stopWatch();
         if (!this._isDisposed && this._model.status === 'ready') {
           // The agent went away (replaced by another version, or its target was
           // unregistered): install again once the kernel is idle.
@@ -267,6 +343,7 @@ export class AgentConnection implements IDisposable {
     }
     if (!this._ownKernel || this._ownKernel.isDisposed) {
       this._ownKernel = this._kernel.clone({ handleComms: true });
+      Private.live.ownKernels.add(this._ownKernel);
     }
     return this._ownKernel;
   }
@@ -274,6 +351,10 @@ export class AgentConnection implements IDisposable {
   private _closeComm(): void {
     const comm = this._comm;
     this._comm = null;
+    this._stopWatch();
+    if (comm) {
+      Private.live.comms.delete(comm);
+    }
     if (comm && !comm.isDisposed) {
       try {
         comm.close();
@@ -301,14 +382,18 @@ export class AgentConnection implements IDisposable {
     }
     switch (status) {
       case 'restarting':
+        this._onRestarting(false);
+        break;
       case 'autorestarting':
-        this._onRestarting();
+        // Only the server's restarter sends it: the kernel process died.
+        this._onRestarting(true);
         break;
       case 'dead':
         this._generation++;
         this._injecting = false;
         this._needsInject = true;
         this._comm = null;
+        this._stopWatch();
         this._model.setStatus('dead');
         break;
       case 'idle':
@@ -330,6 +415,116 @@ export class AgentConnection implements IDisposable {
     }
   }
 
+  /** The agent spoke: it is alive, and probes back off no more. */
+  private _heard(): void {
+    this._lastHeard = Date.now();
+    this._probeDelay = 0;
+    this._quietUntil = 0;
+    this._probe++;
+  }
+
+  /**
+   * When the next liveness check is due (ms since the epoch): the agent
+   * samples every `sampleIntervalMs`, so silence beyond that plus
+   * {@link SILENCE_MARGIN_MS} is worth a probe, but not before the back-off
+   * after a probe the kernel answered.
+   */
+  private _watchDue(): number {
+    return Math.max(
+      this._lastHeard + this._sampleIntervalMs + SILENCE_MARGIN_MS,
+      this._quietUntil
+    );
+  }
+
+  /** Arm the liveness watch: one timer, re-armed as it fires. */
+  private _watch(): void {
+    if (this._watchTimer !== null || this._isDisposed) {
+      return;
+    }
+    this._watchTimer = setTimeout(
+      () => {
+        this._watchTimer = null;
+        this._checkAlive();
+      },
+      Math.max(0, this._watchDue() - Date.now())
+    );
+  }
+
+  private _stopWatch(): void {
+    if (this._watchTimer !== null) {
+      clearTimeout(this._watchTimer);
+      this._watchTimer = null;
+    }
+    this._probe++;
+  }
+
+  /**
+   * The agent has been silent: if the kernel is idle and connected, ask it
+   * for `kernel_info`. An idle kernel answers in milliseconds; no answer
+   * within {@link PROBE_TIMEOUT_MS} means its process is gone. A busy kernel
+   * is never probed (its shell is taken, and a long C call may hold the
+   * interpreter): the server's restarter tells when it dies.
+   */
+  private _checkAlive(): void {
+    if (this._isDisposed || !this._comm || this._model.status !== 'ready') {
+      return;
+    }
+    if (
+      Date.now() < this._watchDue() ||
+      this._kernel.status !== 'idle' ||
+      this._kernel.connectionStatus !== 'connected'
+    ) {
+      // Heard lately; or busy; or the websocket is reconnecting: look again later.
+      if (Date.now() >= this._watchDue()) {
+        this._quietUntil = Date.now() + this._sampleIntervalMs;
+      }
+      this._watch();
+      return;
+    }
+    const probe = ++this._probe;
+    let answered = false;
+    const alive = () => {
+      // Alive, only the agent is silent (its sampler stopped?): look again,
+      // less and less often.
+      this._probeDelay = Math.min(
+        PROBE_MAX_DELAY_MS,
+        Math.max(this._sampleIntervalMs, this._probeDelay * 2)
+      );
+      this._quietUntil = Date.now() + this._probeDelay;
+      if (this._model.deadReason === 'unresponsive') {
+        this._model.setStatus('ready');
+      }
+      this._watch();
+    };
+    this._kernel
+      .requestKernelInfo()
+      .then(reply => {
+        answered = reply !== undefined;
+        if (
+          answered &&
+          probe === this._probe &&
+          !this._isDisposed &&
+          this._model.deadReason === 'unresponsive'
+        ) {
+          alive(); // a late answer: it was only slow
+        }
+      })
+      .catch(() => {
+        // A restart or a disposed connection cancels the request.
+      });
+    setTimeout(() => {
+      if (probe !== this._probe || this._isDisposed) {
+        // Cancelled: the agent spoke, the kernel restarted or the comm closed.
+        return;
+      }
+      if (answered) {
+        alive();
+      } else if (this._model.status === 'ready') {
+        this._model.setDead('unresponsive');
+      }
+    }, PROBE_TIMEOUT_MS);
+  }
+
   private _fail(reason: unknown): void {
     const text =
       reason instanceof Error ? reason.message : String(reason ?? 'unknown');
@@ -348,6 +543,12 @@ export class AgentConnection implements IDisposable {
   private _ownKernel: Kernel.IKernelConnection | null = null;
   private _needsInject = false;
   private _isDisposed = false;
+  private _lastHeard = 0;
+  private _probeDelay = 0;
+  private _quietUntil = 0;
+  /** Sequence of liveness probes; bumping it cancels the one in flight. */
+  private _probe = 0;
+  private _watchTimer: ReturnType<typeof setTimeout> | null = null;
 }
 
 /** AgentConnection statics. */
@@ -363,4 +564,30 @@ export namespace AgentConnection {
     /** Called for each kernel message dropped by validation. */
     onDropped?: (model: GpuKernelModel, reason: string) => void;
   }
+
+  /** What the connections of a page hold, see {@link AgentConnection.liveCounts}. */
+  export interface ILiveCounts {
+    /** Connections created and not disposed. */
+    connections: number;
+    /**
+     * Comms the connections opened that are still open: not closed by the
+     * connection, by the kernel (`comm_close`) or by a restart.
+     */
+    comms: number;
+    /** Slots connected to kernel connection signals and not disconnected. */
+    kernelSlots: number;
+    /** Extra comm-capable kernel connections (shared kernels), not disposed. */
+    ownKernels: number;
+  }
+}
+
+/** Module-private state. */
+namespace Private {
+  /** Everything the connections of this page hold. */
+  export const live = {
+    connections: new Set<AgentConnection>(),
+    comms: new Set<Kernel.IComm>(),
+    ownKernels: new Set<Kernel.IKernelConnection>(),
+    kernelSlots: 0
+  };
 }

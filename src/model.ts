@@ -27,12 +27,25 @@ export type AgentStatus =
   | 'failed'; // the agent could not be installed (see `failure`)
 
 /**
+ * Why a model's status is `dead`:
+ * - `died`: JupyterLab reports the kernel dead (an automatic restart failed,
+ *   or it was shut down elsewhere);
+ * - `restarting`: the kernel process died and JupyterLab is restarting it
+ *   (the server's restarter noticed it; its variables are gone);
+ * - `unresponsive`: the agent's samples stopped and the idle kernel did not
+ *   answer a `kernel_info` request in time (killed from outside, e.g. by the
+ *   out-of-memory killer). Undone by the next message from the agent.
+ */
+export type DeadReason = 'died' | 'restarting' | 'unresponsive';
+
+/**
  * State of one kernel as reported by its agent.
  */
 export class GpuKernelModel implements IDisposable {
   constructor(options: GpuKernelModel.IOptions) {
     this.kernelId = options.kernelId;
     this._maxSamples = Private.clampSamples(options.maxSamples);
+    Private.live.count++;
   }
 
   /** Id of the kernel this model describes. */
@@ -46,6 +59,11 @@ export class GpuKernelModel implements IDisposable {
   /** Why the agent could not be installed, when `status` is `failed`. */
   get failure(): string | null {
     return this._failure;
+  }
+
+  /** Why the kernel counts as dead, when `status` is `dead`; else null. */
+  get deadReason(): DeadReason | null {
+    return this._status === 'dead' ? this._deadReason : null;
   }
 
   /** The kernel's language when it is not supported (e.g. `"R"`). */
@@ -167,21 +185,20 @@ export class GpuKernelModel implements IDisposable {
     return devices.reduce((best, d) => (weight(d) > weight(best) ? d : best));
   }
 
-  /** Set the connection status (connection only). */
+  /**
+   * Set the connection status (connection only).
+   *
+   * @param detail - the failure for `failed`, the kernel language for
+   *   `unsupported`; ignored otherwise. `dead` set here means `died`
+   *   (see {@link setDead}).
+   */
   setStatus(status: AgentStatus, detail: string | null = null): void {
-    const failure = status === 'failed' ? detail : null;
-    const language = status === 'unsupported' ? detail : this._language;
-    if (
-      status === this._status &&
-      failure === this._failure &&
-      language === this._language
-    ) {
-      return;
-    }
-    this._status = status;
-    this._failure = failure;
-    this._language = language;
-    this._changed.emit();
+    this._update(status, detail, 'died');
+  }
+
+  /** The kernel is dead, for `reason` (connection only). */
+  setDead(reason: DeadReason): void {
+    this._update('dead', null, reason);
   }
 
   /** Count a kernel message that failed validation (connection only). */
@@ -234,8 +251,12 @@ export class GpuKernelModel implements IDisposable {
     this._changed.emit();
   }
 
-  /** Forget what the previous kernel process reported (after a restart). */
+  /**
+   * Forget what the previous kernel process reported (after a restart),
+   * its agent errors included; the count of dropped messages is kept.
+   */
   resetKernelState(): void {
+    this._agentErrors = [];
     this._hello = null;
     this._inventory = null;
     this._lastCleaned = null;
@@ -250,12 +271,37 @@ export class GpuKernelModel implements IDisposable {
       return;
     }
     this._isDisposed = true;
+    Private.live.count--;
     this._disposed.emit();
     Signal.clearData(this);
   }
 
+  private _update(
+    status: AgentStatus,
+    detail: string | null,
+    deadReason: DeadReason
+  ): void {
+    const failure = status === 'failed' ? detail : null;
+    const language = status === 'unsupported' ? detail : this._language;
+    const reason = status === 'dead' ? deadReason : this._deadReason;
+    if (
+      status === this._status &&
+      failure === this._failure &&
+      language === this._language &&
+      reason === this._deadReason
+    ) {
+      return;
+    }
+    this._status = status;
+    this._failure = failure;
+    this._language = language;
+    this._deadReason = reason;
+    this._changed.emit();
+  }
+
   private _status: AgentStatus = 'starting';
   private _failure: string | null = null;
+  private _deadReason: DeadReason = 'died';
   private _language: string | null = null;
   private _hello: IHello | null = null;
   private _samples: ISample[] = [];
@@ -286,10 +332,21 @@ export namespace GpuKernelModel {
 
   /** Most inventory records kept in {@link GpuKernelModel.cells}. */
   export const MAX_CELLS = 1000;
+
+  /**
+   * Models created and not yet disposed in this page (a leak check for
+   * tests, read through `GpuMonitor.debugCounts()`).
+   */
+  export function liveCount(): number {
+    return Private.live.count;
+  }
 }
 
 /** Module-private helpers. */
 namespace Private {
+  /** Models created and not yet disposed. */
+  export const live = { count: 0 };
+
   /** A ring buffer size: a positive integer, 3600 when not a number. */
   export function clampSamples(value: number | undefined): number {
     const n = Number(value ?? 3600);

@@ -58,6 +58,21 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
   }
 
   /**
+   * What the extension holds in this page right now, for leak checks (the
+   * Galata tests read it after restarts, kernel changes and closed
+   * notebooks; Lumino signals have no public count of their connections, so
+   * the connecting code counts them). Not part of {@link IGpuMonitor}.
+   */
+  debugCounts(): GpuMonitor.IDebugCounts {
+    return {
+      entries: this._entries.size,
+      models: GpuKernelModel.liveCount(),
+      sessionSlots: this._sessionSlots,
+      ...AgentConnection.liveCounts()
+    };
+  }
+
+  /**
    * Load the settings and follow their changes (called once by the plugin).
    * Without a registry the defaults stay in force.
    */
@@ -136,8 +151,10 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
       }
     };
     context.kernelChanged.connect(onKernel);
+    this._sessionSlots++;
     panel.disposed.connect(() => {
       context.kernelChanged.disconnect(onKernel);
+      this._sessionSlots--;
       // Let the tracker forget the panel first.
       requestAnimationFrame(() => this._prune());
     });
@@ -224,6 +241,7 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
   private _settings: IGpuSettings = { ...DEFAULT_SETTINGS };
   private _settingObject: ISettingRegistry.ISettings | null = null;
   private _isDisposed = false;
+  private _sessionSlots = 0;
   private _currentChanged = new Signal<this, GpuKernelModel | null>(this);
   private _modelAdded = new Signal<this, GpuKernelModel>(this);
   private _settingsChanged = new Signal<this, IGpuSettings>(this);
@@ -237,5 +255,15 @@ export namespace GpuMonitor {
     tracker: INotebookTracker;
     /** Called when a kernel message is dropped by validation (logged once per kernel). */
     onDropped?: (model: GpuKernelModel, reason: string) => void;
+  }
+
+  /** What {@link GpuMonitor.debugCounts} returns. */
+  export interface IDebugCounts extends AgentConnection.ILiveCounts {
+    /** Kernels the monitor keeps a model and a connection for. */
+    entries: number;
+    /** Kernel models created in this page and not disposed. */
+    models: number;
+    /** Slots the monitor connected to notebooks' `kernelChanged` and not disconnected. */
+    sessionSlots: number;
   }
 }

@@ -206,7 +206,7 @@ export function gaugeState(
         ...none,
         kind: 'dead',
         text: trans.__('VRAM: kernel dead'),
-        tooltip: [trans.__('The kernel died. Restart it to measure again.')]
+        tooltip: [Private.deadLine(model, trans)]
       };
     case 'restarting':
       return {
@@ -243,7 +243,7 @@ export function gaugeState(
           stale
         );
   const errors = model.agentErrors.map(e =>
-    trans.__('Agent error (%1): %2', e.where, e.message)
+    trans.__('Agent error (%1): %2', e.where, Private.clip(e.message))
   );
   const device = model.primaryDevice();
 
@@ -313,4 +313,37 @@ export function gaugeState(
     fraction,
     level: levelOf(fraction, settings)
   };
+}
+
+/** Module-private helpers. */
+namespace Private {
+  /** Longest agent error message shown in the tooltip (characters). */
+  const ERROR_MAX_CHARS = 300;
+
+  /** One line of at most {@link ERROR_MAX_CHARS} characters. */
+  export function clip(text: string): string {
+    const line = text.replace(/\s+/g, ' ').trim();
+    return line.length > ERROR_MAX_CHARS
+      ? `${line.slice(0, ERROR_MAX_CHARS - 1)}…`
+      : line;
+  }
+
+  /** Why the gauge says "kernel dead", and what happens next. */
+  export function deadLine(
+    model: GpuKernelModel,
+    trans: TranslationBundle
+  ): string {
+    switch (model.deadReason) {
+      case 'restarting':
+        return trans.__(
+          'The kernel process died (its variables are gone); JupyterLab is restarting it and the agent is sent again when it is ready.'
+        );
+      case 'unresponsive':
+        return trans.__(
+          'The kernel does not answer: its process was probably killed (from outside, or by the out-of-memory killer). JupyterLab restarts a dead kernel automatically.'
+        );
+      default:
+        return trans.__('The kernel died. Restart it to measure again.');
+    }
+  }
 }

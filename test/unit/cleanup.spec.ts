@@ -215,6 +215,31 @@ describe('planClean with deleteNames (VRAM panel "delete…")', () => {
     ]);
   });
 
+  it('keeps an HTML-like class and variable name out of code (issue 5)', () => {
+    const HOSTILE = '<img src=x onerror=alert(1)>';
+    const inventory = c01Inventory();
+    for (const model of inventory.models) {
+      model.className = HOSTILE;
+      model.label = HOSTILE;
+      model.holders.push({ kind: 'variable', name: HOSTILE, path: HOSTILE });
+    }
+    for (const plan of [
+      planClean(inventory),
+      planClean(inventory, {
+        modelId: inventory.models[1].id,
+        deleteNames: [HOSTILE, 'model']
+      })
+    ]) {
+      expect(plan.keptNames).not.toContain(HOSTILE);
+      expect(plan.deleteNames).not.toContain(HOSTILE);
+      const code = generateCleanCell(plan);
+      const codeLines = code
+        .split('\n')
+        .filter(l => !l.trimStart().startsWith('#'));
+      expect(codeLines.filter(l => l.includes('<img'))).toEqual([]);
+    }
+  });
+
   it('ignores deleteNames without a model id', () => {
     expect(planClean(c01Inventory(), { deleteNames: ['model'] })).toEqual(
       planClean(c01Inventory())

@@ -100,6 +100,38 @@ describe('gaugeState', () => {
     expect(gaugeState(model, DEFAULT_SETTINGS, trans).kind).toBe('restarting');
   });
 
+  it('says why the kernel is dead and what happens next', () => {
+    const model = new GpuKernelModel({ kernelId: 'k4' });
+    const line = () => gaugeState(model, DEFAULT_SETTINGS, trans).tooltip[0];
+    model.setStatus('dead');
+    expect(line()).toBe('The kernel died. Restart it to measure again.');
+    model.setDead('unresponsive');
+    expect(gaugeState(model, DEFAULT_SETTINGS, trans).text).toBe(
+      'VRAM: kernel dead'
+    );
+    expect(line()).toMatch(/^The kernel does not answer: its process was/);
+    model.setDead('restarting');
+    expect(line()).toMatch(/^The kernel process died .* JupyterLab is/);
+  });
+
+  it('keeps each agent error to one line of at most 300 characters', () => {
+    const model = readyModel();
+    model.apply({
+      protocol: 2,
+      type: 'error',
+      where: 'inventory',
+      message: `RuntimeError: ${'x'.repeat(9000)}\nsecond line`
+    });
+    const [line] = gaugeState(model, DEFAULT_SETTINGS, trans).tooltip.filter(
+      l => l.startsWith('Agent error')
+    );
+    expect(line.startsWith('Agent error (inventory): RuntimeError: xxx')).toBe(
+      true
+    );
+    expect(line.endsWith('…')).toBe(true);
+    expect(line.length).toBeLessThan(330);
+  });
+
   it('says when NVML does not list the kernel process', () => {
     const model = readyModel();
     const sample = gpuSample(GiB, 141 * GiB);

@@ -48,10 +48,17 @@ describe('GpuKernelModel', () => {
     const model = new GpuKernelModel({ kernelId: 'k' });
     model.apply(c01Inventory());
     model.apply(gpuSample(1, 2));
+    model.apply({
+      protocol: 2,
+      type: 'error',
+      where: 'sample',
+      message: 'IndexError: list index out of range'
+    });
     model.countDropped();
     model.resetKernelState();
     expect(model.inventory).toBeNull();
     expect(model.samples).toHaveLength(0);
+    expect(model.agentErrors).toEqual([]);
     expect(model.droppedMessages).toBe(1);
   });
 });
