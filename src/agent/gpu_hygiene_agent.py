@@ -310,9 +310,13 @@ class ModuleTracker:
         self.active = False  # registration hooks installed
         self.rescan_each_time = False  # torch without registration hooks: scan per inventory
         self.changes = 0  # modules added or gone so far (int): equal counts, same tracked set
+        # registration events seen (int): submodules, parameters and buffers set on a module;
+        # equal counts, no module tree changed through __setattr__ / register_*
+        self.structure = 0
 
     # hooks: they run inside user code (module constructors), so they never raise
     def _on_module(self, module, _name, submodule):
+        self.structure += 1
         try:
             self.add(module)
             if submodule is not None:
@@ -321,6 +325,7 @@ class ModuleTracker:
             pass
 
     def _on_tensor(self, module, _name, _tensor):
+        self.structure += 1
         try:  # noqa: SIM105 -- hot path, cheaper than contextlib.suppress
             self.add(module)
         except Exception:
@@ -440,14 +445,16 @@ def module_forest(live):
     return tops, parent
 
 
-def model_stats(module, on_error=None):
+def model_stats(module, on_error=None, signature=None):
     """Parameters and memory of a module tree.
 
     Returns (parameters, storages, has_tensors): ``parameters`` the number of elements of the
     unique parameters (int), ``storages`` {(device, data_ptr): nbytes} of the unique storages
     of parameters, buffers and gradients, ``has_tensors`` whether the tree holds at least one
     parameter or buffer. A tensor torch cannot measure (lazy parameter, sparse layout, odd
-    subclass) is left out and passed to ``on_error(exception)``.
+    subclass) is left out and passed to ``on_error(exception)``. ``signature``: a list that
+    gets (weakref, data_ptr, gradient's data_ptr or None) of every parameter and buffer
+    (``_tensors_unchanged`` checks it later).
     """
     params = {}
     buffers = {}
@@ -475,16 +482,44 @@ def model_stats(module, on_error=None):
             grad = getattr(p, "_grad", None)  # .grad without the non-leaf warning
             if grad is not None:
                 _add_storage(grad, storages)
+            if signature is not None:
+                gptr = grad.data_ptr() if grad is not None else None
+                signature.append((weakref.ref(p), p.data_ptr(), gptr))
         except Exception as exc:
             if on_error is not None:
                 on_error(exc)
+            if signature is not None:
+                signature.append((_dead_ref, 0, None))  # never unchanged: measure again
     for b in buffers.values():
         try:
             _add_storage(b, storages)
+            if signature is not None:
+                signature.append((weakref.ref(b), b.data_ptr(), None))
         except Exception as exc:
             if on_error is not None:
                 on_error(exc)
+            if signature is not None:
+                signature.append((_dead_ref, 0, None))
     return count, storages, bool(params or buffers)
+
+
+def _dead_ref():
+    return None
+
+
+def _tensors_unchanged(signature):
+    """Whether every (weakref, data_ptr, gradient's data_ptr) of ``signature`` still holds."""
+    try:
+        for ref, ptr, gptr in signature:
+            tensor = ref()
+            if tensor is None or tensor.data_ptr() != ptr:
+                return False
+            grad = getattr(tensor, "_grad", None)
+            if (grad.data_ptr() if grad is not None else None) != gptr:
+                return False
+    except Exception:
+        return False
+    return True
 
 
 def model_family(cls_module):
@@ -1167,6 +1202,9 @@ class Agent:
         self.last_inventory = None  # (fingerprint, inventory dict) of the last full inventory
         self._module_dicts = None  # (len(sys.modules), frozenset of module __dict__ ids)
         self._fruitless = {}  # (kind, name) -> signature of a root whose cut walk found nothing
+        self._forest = None  # (tracker key, tops, parents) under weak references
+        self._graphless = {}  # variable name -> signature of a cut graph search that found nothing
+        self._stats = {}  # id(module) -> (weakref, structure, tensor signature, model_stats)
         self.devices = DeviceSampler()
         self.pid = os.getpid()
         self.configure(config)
@@ -1487,13 +1525,20 @@ class Agent:
 
     def _fingerprint(self):
         """What an inventory depends on, cheaply (tuple, compared with ==; holds no user
-        object): the tracked-module set (its change count), torch's allocated bytes per
-        device, the user namespace's bindings with one level of their content (ids of a
-        container's items or of an object's attributes, up to ``FINGERPRINT_ITEMS``; the
-        length beyond), the output cache and the display hook's slots, and the last
-        exception."""
+        object): the tracked-module set and registration events (the tracker's counts),
+        torch's allocated bytes per device, the first and last tensor of each model
+        (``_probe_tensors``), the user namespace's bindings with one level of their content
+        (ids of a container's items or of an object's attributes, up to
+        ``FINGERPRINT_ITEMS``; the length beyond), the output cache and the display hook's
+        slots, and the last exception."""
         shell = self.shell
-        parts = [self.tracker.changes, _torch() is not None, self._torch_memory()]
+        parts = [
+            self.tracker.changes,
+            self.tracker.structure,
+            _torch() is not None,
+            self._torch_memory(),
+            self._probe_tensors(),
+        ]
         for space in (shell.user_ns, shell.user_ns_hidden):
             for name, value in list(space.items()):
                 cls = type(value)
@@ -1519,10 +1564,71 @@ class Agent:
         )
         return tuple(parts)
 
+    def _probe_tensors(self):
+        """The first and last parameter or buffer of each model measured by the last
+        inventory, as (data_ptr, gradient's data_ptr) (tuple): a backward pass, ``.to()`` or
+        ``.half()`` changes them also where torch's allocated bytes cannot tell (CPU)."""
+        out = []
+        for _ref, _structure, signature, _result in list(self._stats.values()):
+            for ref, _ptr, _gptr in (signature[0], signature[-1]) if signature else ():
+                tensor = ref()
+                if tensor is None:
+                    out.append(None)
+                    continue
+                try:
+                    grad = getattr(tensor, "_grad", None)
+                    out.append((tensor.data_ptr(), grad.data_ptr() if grad is not None else None))
+                except Exception:
+                    out.append(None)
+        return tuple(out)
+
     def _models(self):
         """Top-level models: (tops, parent) from ``module_forest`` over the tracked modules;
-        strong references, drop them before returning to the user."""
-        return module_forest(self.tracker.live())
+        strong references, drop them before returning to the user.
+
+        The forest is kept between inventories under weak references while the tracker saw
+        no module added or gone and no registration event (``changes``, ``structure``); a
+        module tree edited without one (``del model.head``) is seen at the next event."""
+        tracker = self.tracker
+        key = (tracker.changes, tracker.structure)
+        cached = self._forest
+        if cached is not None and cached[0] == key and tracker.active:
+            tops = [(ref(), order) for ref, order in cached[1]]
+            parent = {k: ref() for k, ref in cached[2].items()}
+            if all(m is not None for m, _o in tops) and all(parent.values()):
+                return tops, parent
+        tops, parent = module_forest(tracker.live())
+        try:
+            self._forest = (
+                key,
+                [(weakref.ref(m), o) for m, o in tops],
+                {k: weakref.ref(m) for k, m in parent.items()},
+            )
+        except TypeError:
+            self._forest = None
+        return tops, parent
+
+    def _model_stats(self, module, cache):
+        """``model_stats(module)``, from the last inventory when nothing it read changed: no
+        registration event since, and every parameter and buffer still alive with the same
+        ``data_ptr()`` and the same gradient (``.to()``, ``.half()``, a backward pass change
+        those). The answer is put in ``cache`` (the next inventory's)."""
+        tracker = self.tracker
+        cached = self._stats.get(id(module))
+        if (
+            cached is not None
+            and tracker.active
+            and cached[0]() is module
+            and cached[1] == tracker.structure
+            and _tensors_unchanged(cached[2])
+        ):
+            cache[id(module)] = cached
+            return cached[3]
+        signature = []
+        result = model_stats(module, self._inventory_error, signature)
+        with contextlib.suppress(TypeError):  # a module without weak references: not cached
+            cache[id(module)] = (weakref.ref(module), tracker.structure, signature, result)
+        return result
 
     def _inventory(self, execution_count, started):
         torch = _torch()
@@ -1640,11 +1746,13 @@ class Agent:
             return key
 
         stats = {}
+        kept = {}
         for module, _order in tops:
             try:
-                stats[id(module)] = model_stats(module, self._inventory_error)
+                stats[id(module)] = self._model_stats(module, kept)
             except Exception as exc:
                 self.error("inventory", exc)
+        self._stats = kept
         params = {}
         for _count, storages, _has in stats.values():
             params.update(storages)
@@ -1844,6 +1952,7 @@ class Agent:
         tensor_type = torch.Tensor
         budget = [GRAPH_NODES]
         items_left = [GRAPH_ITEMS_TOTAL]
+        graphless = {}  # name -> _shallow(value) of cut searches that found nothing
         cut = False
         out = []
         for name, value in variables:
@@ -1857,8 +1966,17 @@ class Agent:
                 path = name
             elif cls in _PLAIN_CONTAINERS:
                 container = cls.__name__
+                # a big container whose cut search found nothing, unchanged one level deep
+                # since: not searched again (as for the holder walk's fruitless roots)
+                sig = _shallow(value)
+                if self._graphless.get(name) == sig:
+                    graphless[name] = sig
+                    cut = True
+                    continue
                 found, label, many = self._grad_tensors(value, tensor_type, items_left)
                 cut = cut or many
+                if many and not found:
+                    graphless[name] = sig
                 path = name + (label or "")
             else:
                 continue
@@ -1887,6 +2005,7 @@ class Agent:
                     "storages": storages,  # for the census; removed before sending
                 }
             )
+        self._graphless = graphless
         return out, cut
 
     @staticmethod

@@ -106,7 +106,8 @@ def test_samples_keep_coming_during_a_60_second_cell(new_kernel, code, capsys):
     figures, arrival_gaps, kernel_gaps, during = measure(new_kernel, code)
     with capsys.disabled():
         print(f"\n60-second cell: {figures}")
-    assert figures["cell_s"] >= CELL_SECONDS
+    # start = when the client saw the kernel's `busy`, a few ms after the cell began
+    assert figures["cell_s"] >= CELL_SECONDS - 1, figures
     # ~one sample a second; every one taken inside the cell says the kernel is busy
     assert figures["samples"] >= CELL_SECONDS - 5, figures
     assert figures["busy_samples"] >= CELL_SECONDS - 5, figures

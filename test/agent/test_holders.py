@@ -201,3 +201,26 @@ def test_an_inventory_is_skipped_when_nothing_it_depends_on_changed(new_kernel):
     # an explicit request always walks
     comm.request_inventory()
     assert comm.messages("inventory")[-1]["skipped"] is False
+
+
+def test_model_bytes_follow_changes_the_cache_must_not_hide(new_kernel):
+    # The agent keeps each model's measurement between inventories while nothing it read
+    # changed; each of these changes must show in the next inventory.
+    kernel, comm = start(new_kernel)
+    one = (256 * 256 + 256) * 4  # a Linear(256, 256) in fp32
+    build = "import torch\nnet = torch.nn.Sequential(torch.nn.Linear(256, 256))"
+    inventory = cell(kernel, comm, build)
+    assert inventory["models"][0]["bytes"] == {"cpu": one}
+    inventory = cell(kernel, comm, "tmp = object()")  # a full inventory, nothing changed
+    assert inventory["skipped"] is False and inventory["models"][0]["bytes"] == {"cpu": one}
+    # gradients appear (backward: no registration event, new storages)
+    inventory = cell(kernel, comm, "net(torch.ones(1, 256)).sum().backward()")
+    assert inventory["models"][0]["bytes"] == {"cpu": 2 * one}
+    # .half() moves every parameter and gradient to new fp16 storages
+    inventory = cell(kernel, comm, "net.half()\ntmp = object()")
+    assert inventory["models"][0]["bytes"] == {"cpu": one}
+    # a submodule registered later
+    inventory = cell(kernel, comm, "net.append(torch.nn.Linear(256, 256))")
+    assert inventory["models"][0]["bytes"] == {"cpu": one + one}
+    inventory = cell(kernel, comm, "net.zero_grad(set_to_none=True)\ntmp = object()")
+    assert inventory["models"][0]["bytes"] == {"cpu": one // 2 + one}
