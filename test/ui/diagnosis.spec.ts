@@ -14,6 +14,7 @@
  * after that (the agent's parsing, the `oom` message, the toast) is real.
  */
 import { expect, test } from '@jupyterlab/galata';
+import { collectNoise } from './probes';
 
 test.use({ autoGoto: true });
 
@@ -27,17 +28,7 @@ const OOM =
 test('parts, graph holders and the out-of-memory diagnosis', async ({
   page
 }) => {
-  const noise: string[] = [];
-  page.on('console', message => {
-    const text = message.text();
-    if (
-      /gpu.hygiene|gpu_hygiene|recharts/i.test(text) &&
-      message.type() !== 'debug'
-    ) {
-      noise.push(`${message.type()}: ${text}`);
-    }
-  });
-  page.on('pageerror', error => noise.push(`pageerror: ${error.message}`));
+  const noise = collectNoise(page, /gpu.hygiene|gpu_hygiene|recharts/i);
 
   await page.notebook.createNew('diagnosis.ipynb');
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {

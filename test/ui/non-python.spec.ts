@@ -5,6 +5,7 @@
  * gauge says the kernel is not supported.
  */
 import { expect, test } from '@jupyterlab/galata';
+import { collectNoise } from './probes';
 import type { IJupyterLabPageFixture } from '@jupyterlab/galata';
 import { openNotebookOn } from './notebook-file';
 
@@ -37,14 +38,7 @@ test('a non-Python kernel is sent nothing and the gauge says it is not supported
   page,
   tmpPath
 }, testInfo) => {
-  const noise: string[] = [];
-  page.on('console', message => {
-    const text = message.text();
-    if (/gpu.hygiene|gpu_hygiene/i.test(text) && message.type() !== 'debug') {
-      noise.push(`${message.type()}: ${text}`);
-    }
-  });
-  page.on('pageerror', error => noise.push(`pageerror: ${error.message}`));
+  const noise = collectNoise(page);
 
   await openNotebookOn(page, `${tmpPath}/echo.ipynb`, 'echo');
   await expect(page.locator(gauge)).toHaveAttribute(

@@ -9,6 +9,7 @@
  * panel in the light and dark themes are kept as test artifacts.
  */
 import { expect, test } from '@jupyterlab/galata';
+import { collectNoise } from './probes';
 import * as fs from 'fs';
 import * as path from 'path';
 
@@ -39,17 +40,7 @@ test('VRAM panel: lazy, opened from the gauge, frees a stale holder', async ({
   page,
   tmpPath
 }, testInfo) => {
-  const noise: string[] = [];
-  page.on('console', message => {
-    const text = message.text();
-    if (
-      /gpu.hygiene|gpu_hygiene|recharts/i.test(text) &&
-      message.type() !== 'debug'
-    ) {
-      noise.push(`${message.type()}: ${text}`);
-    }
-  });
-  page.on('pageerror', error => noise.push(`pageerror: ${error.message}`));
+  const noise = collectNoise(page, /gpu.hygiene|gpu_hygiene|recharts/i);
   const chunks: string[] = [];
   page.on('request', request => {
     const url = new URL(request.url());

@@ -118,6 +118,26 @@ export async function kernelCounts(
 }
 
 /**
+ * Collect, as `type: text` strings, the console lines (not debug) that match
+ * `pattern` (by default the extension's own) and every page error: a test
+ * ends with `expect(noise).toEqual([])`.
+ */
+export function collectNoise(
+  page: Page,
+  pattern: RegExp = /gpu.hygiene|gpu_hygiene/i
+): string[] {
+  const noise: string[] = [];
+  page.on('console', message => {
+    const text = message.text();
+    if (pattern.test(text) && message.type() !== 'debug') {
+      noise.push(`${message.type()}: ${text}`);
+    }
+  });
+  page.on('pageerror', error => noise.push(`pageerror: ${error.message}`));
+  return noise;
+}
+
+/**
  * Collect the extension's console lines (not debug) and every page error,
  * and every `dialog` event (an `alert()` would be one).
  */

@@ -7,6 +7,7 @@
  * and one model left, restart the kernel and see the gauge come back.
  */
 import { expect, test } from '@jupyterlab/galata';
+import { collectNoise } from './probes';
 import type { Page } from '@playwright/test';
 import * as path from 'path';
 
@@ -68,14 +69,7 @@ test.describe('stacked YOLO models', () => {
   });
 
   test('warns, cleans and survives a restart', async ({ page }, testInfo) => {
-    const noise: string[] = [];
-    page.on('console', message => {
-      const text = message.text();
-      if (/gpu.hygiene|gpu_hygiene/i.test(text) && message.type() !== 'debug') {
-        noise.push(`${message.type()}: ${text}`);
-      }
-    });
-    page.on('pageerror', error => noise.push(`pageerror: ${error.message}`));
+    const noise = collectNoise(page);
 
     // The agent answers before any torch import: no GPU on this machine.
     await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {

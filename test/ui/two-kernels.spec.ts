@@ -6,6 +6,7 @@
  * figures update while the first one's stay as they were.
  */
 import { expect, test } from '@jupyterlab/galata';
+import { collectNoise } from './probes';
 import type { IJupyterLabPageFixture } from '@jupyterlab/galata';
 import { openNotebookOn } from './notebook-file';
 
@@ -37,14 +38,7 @@ test('two notebooks on two kernels: own models and cells; the gauge follows the 
   page,
   tmpPath
 }) => {
-  const noise: string[] = [];
-  page.on('console', message => {
-    const text = message.text();
-    if (/gpu.hygiene|gpu_hygiene/i.test(text) && message.type() !== 'debug') {
-      noise.push(`${message.type()}: ${text}`);
-    }
-  });
-  page.on('pageerror', error => noise.push(`pageerror: ${error.message}`));
+  const noise = collectNoise(page);
 
   await openNotebookOn(page, `${tmpPath}/first.ipynb`, 'python3');
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
