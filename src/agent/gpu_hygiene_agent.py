@@ -1746,13 +1746,13 @@ class Agent:
             return key
 
         stats = {}
-        kept = {}
+        measured = {}  # the next inventory's cache of model_stats (see _model_stats)
         for module, _order in tops:
             try:
-                stats[id(module)] = self._model_stats(module, kept)
+                stats[id(module)] = self._model_stats(module, measured)
             except Exception as exc:
                 self.error("inventory", exc)
-        self._stats = kept
+        self._stats = measured
         params = {}
         for _count, storages, _has in stats.values():
             params.update(storages)
