@@ -8,7 +8,13 @@
 import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
 import type { ICellRow } from '../analysis/cells';
-import { formatBytes, formatPlacement } from '../analysis/format';
+import {
+  formatBytes,
+  formatDelta,
+  formatDuration,
+  formatPlacement,
+  listNames
+} from '../analysis/format';
 import type { IGraphRow } from '../analysis/graphs';
 import {
   formatShape,
@@ -20,33 +26,6 @@ import {
 } from '../analysis/holders';
 import type { ILeakTrend } from '../analysis/trend';
 import type { ITensorInfo, RootKind } from '../protocol';
-
-/** A duration for the table: `850 ms`, `12.3 s`, `4 min 05 s`. */
-export function formatDuration(ms: number | null): string {
-  if (ms === null || !Number.isFinite(ms)) {
-    return '—';
-  }
-  if (ms < 1000) {
-    return `${Math.round(ms)} ms`;
-  }
-  if (ms < 60_000) {
-    return `${(ms / 1000).toFixed(1)} s`;
-  }
-  const seconds = Math.round(ms / 1000);
-  const minutes = Math.floor(seconds / 60);
-  return `${minutes} min ${String(seconds % 60).padStart(2, '0')} s`;
-}
-
-/** A signed byte delta: `+12.0 MiB`, `−3.0 MiB`, `0 B`, `n/a`. */
-export function formatDelta(bytes: number | null): string {
-  if (bytes === null) {
-    return 'n/a';
-  }
-  if (bytes === 0) {
-    return '0 B';
-  }
-  return `${bytes > 0 ? '+' : '−'}${formatBytes(Math.abs(bytes))}`;
-}
 
 /** A message in place of content: what is missing and what to do. */
 export function EmptyState(props: {
@@ -261,12 +240,8 @@ function SortHeader(props: {
   );
 }
 
-/** Holder names for a cell: the first few, then `+n`. */
-function shortList(names: ReadonlyArray<string>, max = 4): string {
-  return names.length <= max
-    ? names.join(', ')
-    : `${names.slice(0, max).join(', ')} +${names.length - max}`;
-}
+/** Holder paths shown in a row's first cell before `+n`. */
+const MAX_PATHS = 4;
 
 /** Who holds VRAM: one row per live model, with free / delete… actions. */
 export function HoldersTable(props: {
@@ -313,7 +288,7 @@ export function HoldersTable(props: {
               <tr data-model-id={row.model.id} data-state={row.state}>
                 <td className="jp-GpuHygiene-path" title={row.paths.join('\n')}>
                   {row.paths.length
-                    ? shortList(row.paths)
+                    ? listNames(row.paths, MAX_PATHS)
                     : trans.__('nothing named')}
                 </td>
                 <td title={`${row.model.module}.${row.model.className}`}>
