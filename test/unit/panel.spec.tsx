@@ -3,15 +3,13 @@ import { fireEvent, render, screen } from '@testing-library/react';
 import React from 'react';
 import { GpuKernelModel } from '../../src/model';
 import { MAX_CHART_POINTS, VramChart } from '../../src/panel/chart';
-import {
-  CellTable,
-  GraphsTable,
-  HoldersTable,
-  RootsTable,
-  TensorsTable,
-  TrendSummary
-} from '../../src/panel/components';
 import { panelData } from '../../src/panel/data';
+import { CellTable } from '../../src/panel/tables/cells';
+import { GraphsTable } from '../../src/panel/tables/graphs';
+import { HoldersTable } from '../../src/panel/tables/holders';
+import { RootsTable } from '../../src/panel/tables/roots';
+import { TensorsTable } from '../../src/panel/tables/tensors';
+import { TrendSummary } from '../../src/panel/trend';
 import { PanelContent } from '../../src/panel/view';
 import { graphRows } from '../../src/analysis/graphs';
 import {
