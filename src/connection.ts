@@ -7,7 +7,9 @@
  * killed kernel process only when its restarter polls (every 3 s by
  * default), so when the agent's samples stop while the kernel is idle, the
  * connection asks the kernel for `kernel_info` and reports it dead if no
- * answer comes.
+ * answer comes. The watch itself is a {@link LivenessWatch}
+ * (src/liveness.ts); the connection tells it when the agent speaks and what
+ * the kernel and the model are.
  */
 import {
   CommsOverSubshells,
@@ -17,6 +19,7 @@ import {
 import type { IDisposable } from '@lumino/disposable';
 import { AGENT_LOADER, AGENT_SOURCE } from './_generated/agent';
 import type { GpuKernelModel } from './model';
+import { LivenessWatch } from './liveness';
 import {
   BrowserMessage,
   COMM_TARGET,
@@ -28,18 +31,6 @@ import {
 const HELLO_TIMEOUT_MS = 10_000;
 /** Comm openings before the connection reports the agent as failed. */
 const HELLO_ATTEMPTS = 3;
-/**
- * How long past the sampler period the agent may stay silent before an idle
- * kernel is asked whether it is alive (ms).
- */
-const SILENCE_MARGIN_MS = 250;
-/**
- * How long an idle kernel has to answer that `kernel_info` request before it
- * counts as dead (ms). An idle kernel answers in a few milliseconds.
- */
-const PROBE_TIMEOUT_MS = 700;
-/** Longest wait between two probes of a kernel that answers but whose agent stays silent (ms). */
-const PROBE_MAX_DELAY_MS = 60_000;
 
 /**
  * The code of the silent execute request that installs the agent.
@@ -66,6 +57,21 @@ export class AgentConnection implements IDisposable {
     this._model = options.model;
     this._sampleIntervalMs = options.sampleIntervalMs;
     this._onDropped = options.onDropped;
+    this._liveness = new LivenessWatch({
+      sampleIntervalMs: options.sampleIntervalMs,
+      isActive: () => this._comm !== null && this._model.status === 'ready',
+      canProbe: () =>
+        this._kernel.status === 'idle' &&
+        this._kernel.connectionStatus === 'connected',
+      probe: () =>
+        this._kernel.requestKernelInfo().then(reply => reply !== undefined),
+      dead: reason => this._model.setDead(reason),
+      alive: () => {
+        if (this._model.deadReason === 'unresponsive') {
+          this._model.setStatus('ready');
+        }
+      }
+    });
     this._kernel.statusChanged.connect(this._onStatus, this);
     this._kernel.connectionStatusChanged.connect(this._onConnection, this);
     Private.live.connections.add(this);
@@ -110,6 +116,7 @@ export class AgentConnection implements IDisposable {
   /** Change the sampler period; forwarded to the agent at once. */
   configure(sampleIntervalMs: number): void {
     this._sampleIntervalMs = sampleIntervalMs;
+    this._liveness.sampleIntervalMs = sampleIntervalMs;
     this._send({
       protocol: PROTOCOL_VERSION,
       type: 'configure',
@@ -131,7 +138,7 @@ export class AgentConnection implements IDisposable {
     this._kernel.connectionStatusChanged.disconnect(this._onConnection, this);
     Private.live.kernelSlots -= 2;
     Private.live.connections.delete(this);
-    this._stopWatch();
+    this._liveness.dispose();
     this._closeComm();
     this._ownKernel?.dispose();
     this._ownKernel = null;
@@ -232,7 +239,7 @@ export class AgentConnection implements IDisposable {
     this._injecting = false;
     this._needsInject = true;
     this._comm = null;
-    this._stopWatch();
+    this._liveness.stop();
     this._model.resetKernelState();
     if (died) {
       this._model.setDead('restarting');
@@ -262,7 +269,7 @@ export class AgentConnection implements IDisposable {
       if (comm !== this._comm || this._isDisposed) {
         return;
       }
-      this._heard();
+      this._liveness.heard();
       const parsed = parseKernelMessage(msg.content.data);
       if (parsed.ok) {
         if (parsed.message.type === 'hello') {
@@ -274,7 +281,7 @@ export class AgentConnection implements IDisposable {
           this._model.setStatus('ready');
         }
         if (this._model.status === 'ready') {
-          this._watch();
+          this._liveness.start();
         }
       } else {
         this._model.countDropped();
@@ -285,7 +292,7 @@ export class AgentConnection implements IDisposable {
       Private.live.comms.delete(comm);
       if (comm === this._comm) {
         this._comm = null;
-        this._stopWatch();
+        this._liveness.stop();
         if (!this._isDisposed && this._model.status === 'ready') {
           // The agent went away (replaced by another version, or its target was
           // unregistered): install again once the kernel is idle.
@@ -351,7 +358,7 @@ export class AgentConnection implements IDisposable {
   private _closeComm(): void {
     const comm = this._comm;
     this._comm = null;
-    this._stopWatch();
+    this._liveness.stop();
     if (comm) {
       Private.live.comms.delete(comm);
     }
@@ -393,7 +400,7 @@ export class AgentConnection implements IDisposable {
         this._injecting = false;
         this._needsInject = true;
         this._comm = null;
-        this._stopWatch();
+        this._liveness.stop();
         this._model.setStatus('dead');
         break;
       case 'idle':
@@ -415,116 +422,6 @@ export class AgentConnection implements IDisposable {
     }
   }
 
-  /** The agent spoke: it is alive, and probes back off no more. */
-  private _heard(): void {
-    this._lastHeard = Date.now();
-    this._probeDelay = 0;
-    this._quietUntil = 0;
-    this._probe++;
-  }
-
-  /**
-   * When the next liveness check is due (ms since the epoch): the agent
-   * samples every `sampleIntervalMs`, so silence beyond that plus
-   * {@link SILENCE_MARGIN_MS} is worth a probe, but not before the back-off
-   * after a probe the kernel answered.
-   */
-  private _watchDue(): number {
-    return Math.max(
-      this._lastHeard + this._sampleIntervalMs + SILENCE_MARGIN_MS,
-      this._quietUntil
-    );
-  }
-
-  /** Arm the liveness watch: one timer, re-armed as it fires. */
-  private _watch(): void {
-    if (this._watchTimer !== null || this._isDisposed) {
-      return;
-    }
-    this._watchTimer = setTimeout(
-      () => {
-        this._watchTimer = null;
-        this._checkAlive();
-      },
-      Math.max(0, this._watchDue() - Date.now())
-    );
-  }
-
-  private _stopWatch(): void {
-    if (this._watchTimer !== null) {
-      clearTimeout(this._watchTimer);
-      this._watchTimer = null;
-    }
-    this._probe++;
-  }
-
-  /**
-   * The agent has been silent: if the kernel is idle and connected, ask it
-   * for `kernel_info`. An idle kernel answers in milliseconds; no answer
-   * within {@link PROBE_TIMEOUT_MS} means its process is gone. A busy kernel
-   * is never probed (its shell is taken, and a long C call may hold the
-   * interpreter): the server's restarter tells when it dies.
-   */
-  private _checkAlive(): void {
-    if (this._isDisposed || !this._comm || this._model.status !== 'ready') {
-      return;
-    }
-    if (
-      Date.now() < this._watchDue() ||
-      this._kernel.status !== 'idle' ||
-      this._kernel.connectionStatus !== 'connected'
-    ) {
-      // Heard lately; or busy; or the websocket is reconnecting: look again later.
-      if (Date.now() >= this._watchDue()) {
-        this._quietUntil = Date.now() + this._sampleIntervalMs;
-      }
-      this._watch();
-      return;
-    }
-    const probe = ++this._probe;
-    let answered = false;
-    const alive = () => {
-      // Alive, only the agent is silent (its sampler stopped?): look again,
-      // less and less often.
-      this._probeDelay = Math.min(
-        PROBE_MAX_DELAY_MS,
-        Math.max(this._sampleIntervalMs, this._probeDelay * 2)
-      );
-      this._quietUntil = Date.now() + this._probeDelay;
-      if (this._model.deadReason === 'unresponsive') {
-        this._model.setStatus('ready');
-      }
-      this._watch();
-    };
-    this._kernel
-      .requestKernelInfo()
-      .then(reply => {
-        answered = reply !== undefined;
-        if (
-          answered &&
-          probe === this._probe &&
-          !this._isDisposed &&
-          this._model.deadReason === 'unresponsive'
-        ) {
-          alive(); // a late answer: it was only slow
-        }
-      })
-      .catch(() => {
-        // A restart or a disposed connection cancels the request.
-      });
-    setTimeout(() => {
-      if (probe !== this._probe || this._isDisposed) {
-        // Cancelled: the agent spoke, the kernel restarted or the comm closed.
-        return;
-      }
-      if (answered) {
-        alive();
-      } else if (this._model.status === 'ready') {
-        this._model.setDead('unresponsive');
-      }
-    }, PROBE_TIMEOUT_MS);
-  }
-
   private _fail(reason: unknown): void {
     const text =
       reason instanceof Error ? reason.message : String(reason ?? 'unknown');
@@ -543,12 +440,7 @@ export class AgentConnection implements IDisposable {
   private _ownKernel: Kernel.IKernelConnection | null = null;
   private _needsInject = false;
   private _isDisposed = false;
-  private _lastHeard = 0;
-  private _probeDelay = 0;
-  private _quietUntil = 0;
-  /** Sequence of liveness probes; bumping it cancels the one in flight. */
-  private _probe = 0;
-  private _watchTimer: ReturnType<typeof setTimeout> | null = null;
+  private _liveness: LivenessWatch;
 }
 
 /** AgentConnection statics. */

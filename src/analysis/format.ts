@@ -56,6 +56,43 @@ export function isCudaDevice(device: string): boolean {
 }
 
 /**
+ * A cell's duration for the panel's table: `850 ms`, `12.3 s`, `4 min 05 s`.
+ *
+ * @param ms - milliseconds; `null` (shorter than the sample interval) or a
+ *   non-finite value gives `"—"`.
+ */
+export function formatDuration(ms: number | null): string {
+  if (ms === null || !Number.isFinite(ms)) {
+    return '—';
+  }
+  if (ms < 1000) {
+    return `${Math.round(ms)} ms`;
+  }
+  if (ms < 60_000) {
+    return `${(ms / 1000).toFixed(1)} s`;
+  }
+  const seconds = Math.round(ms / 1000);
+  const minutes = Math.floor(seconds / 60);
+  return `${minutes} min ${String(seconds % 60).padStart(2, '0')} s`;
+}
+
+/**
+ * A signed byte delta with IEC units: `+12.0 MiB`, `−3.0 MiB` (a minus sign,
+ * U+2212), `0 B`.
+ *
+ * @param bytes - a byte difference; `null` (not measured) gives `"n/a"`.
+ */
+export function formatDelta(bytes: number | null): string {
+  if (bytes === null) {
+    return 'n/a';
+  }
+  if (bytes === 0) {
+    return '0 B';
+  }
+  return `${bytes > 0 ? '+' : '−'}${formatBytes(Math.abs(bytes))}`;
+}
+
+/**
  * Describe where a model's bytes live, e.g. `"12.1 MiB on cuda:0"` or
  * `"12.1 MiB in RAM"`; several devices are joined with `" + "`.
  */
@@ -69,4 +106,14 @@ export function formatPlacement(perDevice: Record<string, number>): string {
         : `${formatBytes(value)} in RAM`
     );
   return parts.length ? parts.join(' + ') : formatBytes(0);
+}
+
+/**
+ * A list of names for one line of text: the first `max` joined with `", "`,
+ * then `+n` for the rest, e.g. `listNames(['a', 'b', 'c'], 2)` → `"a, b +1"`.
+ */
+export function listNames(names: ReadonlyArray<string>, max: number): string {
+  return names.length <= max
+    ? names.join(', ')
+    : `${names.slice(0, max).join(', ')} +${names.length - max}`;
 }

@@ -1,6 +1,7 @@
 /**
  * The VRAM panel's content (lazy chunk): follows the monitor's current
- * kernel model with `UseSignal` and renders the pure components.
+ * kernel model with `UseSignal` and renders the pure components (the chart,
+ * the trend line, the tables of ./tables/).
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import { HTMLSelect, UseSignal } from '@jupyterlab/ui-components';
@@ -10,16 +11,14 @@ import { DEFAULT_HOLDER_SORT, IHolderSort } from '../analysis/holders';
 import type { GpuKernelModel } from '../model';
 import { CommandIDs, IGpuMonitor, IGpuSettings } from '../tokens';
 import { VramChart } from './chart';
-import {
-  CellTable,
-  EmptyState,
-  GraphsTable,
-  HoldersTable,
-  RootsTable,
-  TensorsTable,
-  TrendSummary
-} from './components';
 import { IPanelData, panelData } from './data';
+import { CellTable } from './tables/cells';
+import { EmptyState } from './tables/common';
+import { GraphsTable } from './tables/graphs';
+import { HoldersTable } from './tables/holders';
+import { RootsTable } from './tables/roots';
+import { TensorsTable } from './tables/tensors';
+import { TrendSummary } from './trend';
 
 /** Props of the panel view. */
 export interface IPanelViewProps {

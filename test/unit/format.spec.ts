@@ -1,8 +1,13 @@
 import {
   formatBytes,
+  formatDelta,
+  formatDuration,
   formatPlacement,
+  listNames,
   sumBytes
 } from '../../src/analysis/format';
+
+const MiB = 2 ** 20;
 
 describe('formatBytes', () => {
   it.each([
@@ -17,6 +22,48 @@ describe('formatBytes', () => {
     [Infinity, 'n/a']
   ])('formats %p as %p (IEC units)', (value, text) => {
     expect(formatBytes(value as number | null)).toBe(text);
+  });
+});
+
+describe('formatDuration / formatDelta', () => {
+  it('formats durations and deltas', () => {
+    expect(formatDuration(null)).toBe('—');
+    expect(formatDuration(850)).toBe('850 ms');
+    expect(formatDuration(12_345)).toBe('12.3 s');
+    expect(formatDuration(245_000)).toBe('4 min 05 s');
+    expect(formatDelta(12 * MiB)).toBe('+12.0 MiB');
+    expect(formatDelta(-3 * MiB)).toBe('−3.0 MiB');
+    expect(formatDelta(0)).toBe('0 B');
+    expect(formatDelta(null)).toBe('n/a');
+  });
+
+  it.each([
+    [0, '0 ms'],
+    [999.4, '999 ms'],
+    [1000, '1.0 s'],
+    [59_940, '59.9 s'],
+    [60_000, '1 min 00 s'],
+    [3_599_000, '59 min 59 s'],
+    [7_265_000, '121 min 05 s'],
+    [NaN, '—'],
+    [Infinity, '—']
+  ])('formats a duration of %p ms as %p', (ms, text) => {
+    expect(formatDuration(ms)).toBe(text);
+  });
+
+  it('writes a negative delta with a minus sign, not a hyphen', () => {
+    expect(formatDelta(-1024)).toBe('\u22121.0 KiB');
+    expect(formatDelta(512)).toBe('+512 B');
+  });
+});
+
+describe('listNames', () => {
+  it('joins up to max names, then counts the rest', () => {
+    expect(listNames([], 4)).toBe('');
+    expect(listNames(['model'], 4)).toBe('model');
+    expect(listNames(['a', 'b', 'c', 'd'], 4)).toBe('a, b, c, d');
+    expect(listNames(['a', 'b', 'c', 'd', 'e', 'f'], 4)).toBe('a, b, c, d +2');
+    expect(listNames(['a', 'b', 'c'], 2)).toBe('a, b +1');
   });
 });
 

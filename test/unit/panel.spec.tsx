@@ -3,17 +3,13 @@ import { fireEvent, render, screen } from '@testing-library/react';
 import React from 'react';
 import { GpuKernelModel } from '../../src/model';
 import { MAX_CHART_POINTS, VramChart } from '../../src/panel/chart';
-import {
-  CellTable,
-  formatDelta,
-  formatDuration,
-  GraphsTable,
-  HoldersTable,
-  RootsTable,
-  TensorsTable,
-  TrendSummary
-} from '../../src/panel/components';
 import { panelData } from '../../src/panel/data';
+import { CellTable } from '../../src/panel/tables/cells';
+import { GraphsTable } from '../../src/panel/tables/graphs';
+import { HoldersTable } from '../../src/panel/tables/holders';
+import { RootsTable } from '../../src/panel/tables/roots';
+import { TensorsTable } from '../../src/panel/tables/tensors';
+import { TrendSummary } from '../../src/panel/trend';
 import { PanelContent } from '../../src/panel/view';
 import { graphRows } from '../../src/analysis/graphs';
 import {
@@ -144,19 +140,6 @@ describe('VramChart', () => {
   });
 });
 
-describe('formatting', () => {
-  it('formats durations and deltas', () => {
-    expect(formatDuration(null)).toBe('—');
-    expect(formatDuration(850)).toBe('850 ms');
-    expect(formatDuration(12_345)).toBe('12.3 s');
-    expect(formatDuration(245_000)).toBe('4 min 05 s');
-    expect(formatDelta(12 * MiB)).toBe('+12.0 MiB');
-    expect(formatDelta(-3 * MiB)).toBe('−3.0 MiB');
-    expect(formatDelta(0)).toBe('0 B');
-    expect(formatDelta(null)).toBe('n/a');
-  });
-});
-
 describe('HoldersTable', () => {
   it('lists models by size with free and delete… actions', () => {
     const freed: string[] = [];
@@ -188,6 +171,29 @@ describe('HoldersTable', () => {
     expect(sorts).toEqual([{ key: 'holder', direction: 'asc' }]);
     fireEvent.click(screen.getByText(/Size/));
     expect(sorts[1]).toEqual({ key: 'bytes', direction: 'asc' });
+  });
+
+  it('shows the first four holder paths, then +n (all of them in the title)', () => {
+    const inventory = c01Inventory();
+    inventory.models[1].holders = ['a', 'b', 'c', 'd', 'e', 'f'].map(name =>
+      held('variable', name)
+    );
+    const { container } = render(
+      <HoldersTable
+        rows={holderRows(inventory)}
+        sort={DEFAULT_HOLDER_SORT}
+        onSort={() => undefined}
+        onFree={() => undefined}
+        onDelete={() => undefined}
+        truncated={false}
+        trans={trans}
+      />
+    );
+    const cell = container.querySelector(
+      'tr[data-state="named"] td.jp-GpuHygiene-path'
+    ) as HTMLElement;
+    expect(cell.textContent).toBe('a, b, c, d +2');
+    expect(cell.title).toBe('a\nb\nc\nd\ne\nf');
   });
 
   it('offers no delete… for a name that is not an identifier', () => {
