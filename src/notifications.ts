@@ -10,9 +10,15 @@ import type { TranslationBundle } from '@jupyterlab/translation';
 import type { CommandRegistry } from '@lumino/commands';
 import type { IDisposable } from '@lumino/disposable';
 import React from 'react';
-import { cellRows } from './analysis/cells';
-import { formatBytes, formatPlacement, sumBytes } from './analysis/format';
+import {
+  formatBytes,
+  formatPlacement,
+  listNames,
+  MAX_TOAST,
+  sumBytes
+} from './analysis/format';
 import { graphsToWarn, IGraphRow } from './analysis/graphs';
+import { findLeak } from './analysis/leak';
 import { describeOom } from './analysis/oom';
 import {
   findStackedModels,
@@ -20,21 +26,11 @@ import {
   IStackedGroup,
   stackingSignature
 } from './analysis/stacking';
-import { FLOOR_SIZE, ILeakTrend, leakTrend } from './analysis/trend';
+import { FLOOR_SIZE, ILeakTrend } from './analysis/trend';
 import type { GpuKernelModel } from './model';
 import { OomDetails } from './oomdetails';
 import type { ICleaned, IInventory, IModelInfo, IOom } from './protocol';
-import { CommandIDs, IGpuMonitor, IGpuSettings } from './tokens';
-
-/** Toast messages are cut by JupyterLab beyond this length. */
-const MAX_TOAST = 140;
-
-function listNames(names: string[], max: number): string {
-  if (names.length <= max) {
-    return names.join(', ');
-  }
-  return `${names.slice(0, max).join(', ')} +${names.length - max}`;
-}
+import { CommandIDs, IGpuMonitor } from './tokens';
 
 function familyName(model: IModelInfo): string {
   return model.family === 'ultralytics' ? 'YOLO' : model.className;
@@ -125,27 +121,8 @@ export function describeLeak(
   return text.length <= MAX_TOAST ? text : `${text.slice(0, MAX_TOAST - 1)}…`;
 }
 
-/**
- * The leak trend of a kernel: the first device whose allocated memory climbs
- * steadily, or null.
- */
-export function findLeak(
-  model: GpuKernelModel,
-  settings: Pick<IGpuSettings, 'leakMinPoints' | 'leakMinR2'>
-): ILeakTrend | null {
-  const samples = model.samples;
-  for (const device of model.latestSample?.devices ?? []) {
-    if (device.allocated === null) {
-      continue;
-    }
-    const rows = cellRows(samples, model.cells, device.index);
-    const trend = leakTrend(rows, samples, device.index, settings);
-    if (trend.verdict === 'rising') {
-      return trend;
-    }
-  }
-  return null;
-}
+/** The leak trend of a kernel (moved to `analysis/leak.ts`). */
+export { findLeak };
 
 /**
  * Text of the graph-holder warning, e.g. "val_losses keeps 4 autograd graphs

@@ -6,6 +6,12 @@
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
 
 /**
+ * Longest toast message, in characters: JupyterLab's `Notification` cuts a
+ * message beyond this length, so the toast texts shorten themselves to fit.
+ */
+export const MAX_TOAST = 140;
+
+/**
  * Format a byte count with IEC units, e.g. `12_582_912` → `"12.0 MiB"`.
  *
  * @param bytes - a byte count; `null`, `undefined`, negative or non-finite
@@ -69,4 +75,14 @@ export function formatPlacement(perDevice: Record<string, number>): string {
         : `${formatBytes(value)} in RAM`
     );
   return parts.length ? parts.join(' + ') : formatBytes(0);
+}
+
+/**
+ * A list of names for one line of text: the first `max` joined with `", "`,
+ * then `+n` for the rest, e.g. `listNames(['a', 'b', 'c'], 2)` → `"a, b +1"`.
+ */
+export function listNames(names: ReadonlyArray<string>, max: number): string {
+  return names.length <= max
+    ? names.join(', ')
+    : `${names.slice(0, max).join(', ')} +${names.length - max}`;
 }

@@ -1,6 +1,7 @@
 import {
   formatBytes,
   formatPlacement,
+  listNames,
   sumBytes
 } from '../../src/analysis/format';
 
@@ -33,5 +34,14 @@ describe('sumBytes / formatPlacement', () => {
     );
     expect(formatPlacement({ cpu: 2 ** 20 })).toBe('1.0 MiB in RAM');
     expect(formatPlacement({})).toBe('0 B');
+  });
+});
+
+describe('listNames', () => {
+  it('joins the first names and counts the rest', () => {
+    expect(listNames(['a', 'b', 'c'], 2)).toBe('a, b +1');
+    expect(listNames(['a', 'b'], 2)).toBe('a, b');
+    expect(listNames([], 3)).toBe('');
+    expect(listNames(['Out[2]', '_2', '__'], 1)).toBe('Out[2] +2');
   });
 });
