@@ -42,9 +42,10 @@ export type ToastPolicy = 'update' | 'quiet-after-close' | 'once';
 /**
  * The toasts of one rule, per kernel and key.
  *
- * A toast the user closed (or that an action's click dismissed) is no longer
- * in `Notification.manager`; the book learns it when `Notification.update`
- * returns false and, under `quiet-after-close`, remembers it.
+ * "Closed by the user" means gone from `Notification.manager` (dismissed by
+ * the user, or by a click on one of its buttons, which dismisses it): the
+ * book learns it when `Notification.update` returns false and, under
+ * `quiet-after-close`, remembers it.
  */
 export class ToastBook {
   /**
