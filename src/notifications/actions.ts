@@ -21,6 +21,7 @@ export type WarnSetting = {
 
 /** Builds the buttons of the toasts. */
 export class ToastActions {
+  /** @param options - the commands, the monitor and translations. */
   constructor(options: ToastActions.IOptions) {
     this._commands = options.commands;
     this._monitor = options.monitor;

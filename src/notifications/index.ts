@@ -63,6 +63,7 @@ export const TOAST_RULES: ReadonlyArray<ToastRuleFactory> = [
  * in one {@link ToastBook} per rule.
  */
 export class GpuNotifier implements IDisposable {
+  /** Builds the rules and follows the monitor's models, those there now and those to come. */
   constructor(options: GpuNotifier.IOptions) {
     this._monitor = options.monitor;
     const context = {
