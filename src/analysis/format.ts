@@ -6,6 +6,12 @@
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
 
 /**
+ * Longest toast message, in characters: JupyterLab's `Notification` cuts a
+ * message beyond this length, so the toast texts shorten themselves to fit.
+ */
+export const MAX_TOAST = 140;
+
+/**
  * Format a byte count with IEC units, e.g. `12_582_912` → `"12.0 MiB"`.
  *
  * @param bytes - a byte count; `null`, `undefined`, negative or non-finite

@@ -22,10 +22,8 @@
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import type { IOom } from '../protocol';
-import { formatBytes } from './format';
+import { formatBytes, MAX_TOAST } from './format';
 
-/** Toast messages are cut by JupyterLab beyond this length. */
-const MAX_TOAST = 140;
 const MiB = 2 ** 20;
 
 /** First Ultralytics version with a fractional `batch` (AutoBatch at that share of GPU memory). */

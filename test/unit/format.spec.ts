@@ -82,3 +82,12 @@ describe('sumBytes / formatPlacement', () => {
     expect(formatPlacement({})).toBe('0 B');
   });
 });
+
+describe('listNames', () => {
+  it('joins the first names and counts the rest', () => {
+    expect(listNames(['a', 'b', 'c'], 2)).toBe('a, b +1');
+    expect(listNames(['a', 'b'], 2)).toBe('a, b');
+    expect(listNames([], 3)).toBe('');
+    expect(listNames(['Out[2]', '_2', '__'], 1)).toBe('Out[2] +2');
+  });
+});

@@ -1,0 +1,161 @@
+/**
+ * The toast buttons, one builder per action. A button that runs a command
+ * takes its caption (the tooltip) from that command, so the two cannot
+ * drift; its label is the command's own where that is short (Clean GPU),
+ * else one short label defined here (the palette's are longer: "Restart
+ * Kernel to Free GPU…" is "Restart kernel" on a toast).
+ */
+import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
+import type { TranslationBundle } from '@jupyterlab/translation';
+import type { CommandRegistry } from '@lumino/commands';
+import type { ReadonlyPartialJSONObject } from '@lumino/coreutils';
+import React from 'react';
+import { OomDetails } from '../oomdetails';
+import type { IOom } from '../protocol';
+import { CommandIDs, IGpuMonitor, IGpuSettings } from '../tokens';
+
+/** A boolean setting that turns one kind of toast on or off. */
+export type WarnSetting = {
+  [K in keyof IGpuSettings]: IGpuSettings[K] extends boolean ? K : never;
+}[keyof IGpuSettings];
+
+/** Builds the buttons of the toasts. */
+export class ToastActions {
+  /** @param options - the commands, the monitor and translations. */
+  constructor(options: ToastActions.IOptions) {
+    this._commands = options.commands;
+    this._monitor = options.monitor;
+    this._trans = options.trans;
+  }
+
+  /**
+   * Clean GPU for a kernel ({@link CommandIDs.clean}); accent. Its label is
+   * the command's (short already); "Clean GPU" only while the command is
+   * not registered (the commands plugin is off) or has no label.
+   */
+  cleanGpu(kernelId: string): Notification.IAction {
+    const args = { kernelId };
+    return this._command(
+      CommandIDs.clean,
+      args,
+      this._commands.label(CommandIDs.clean, args) ||
+        this._trans.__('Clean GPU'),
+      'accent'
+    );
+  }
+
+  /** Restart a kernel, with JupyterLab's confirmation ({@link CommandIDs.restartKernel}). */
+  restartKernel(kernelId: string): Notification.IAction {
+    return this._command(
+      CommandIDs.restartKernel,
+      { kernelId },
+      this._trans.__('Restart kernel')
+    );
+  }
+
+  /**
+   * Open the VRAM panel ({@link CommandIDs.openPanel}).
+   *
+   * @param displayType - `accent` where it is the toast's main button.
+   */
+  openPanel(
+    displayType?: Notification.ActionDisplayType
+  ): Notification.IAction {
+    return this._command(
+      CommandIDs.openPanel,
+      {},
+      this._trans.__('Open VRAM panel'),
+      displayType
+    );
+  }
+
+  /**
+   * Fix a graph holder: the command asks, then inserts a cell that detaches
+   * its tensors ({@link CommandIDs.fixGraphHolder}); accent.
+   *
+   * @param name - the user variable that keeps autograd graphs.
+   */
+  fixGraphHolder(kernelId: string, name: string): Notification.IAction {
+    return this._command(
+      CommandIDs.fixGraphHolder,
+      { kernelId, name },
+      this._trans.__('Fix…'),
+      'accent'
+    );
+  }
+
+  /** The full OOM diagnosis and what to try, in a dialog (no command); a link. */
+  whatToTry(oom: IOom): Notification.IAction {
+    const trans = this._trans;
+    return {
+      label: trans.__('What to try…'),
+      caption: trans.__(
+        'What held the GPU and what to try for the installed versions'
+      ),
+      displayType: 'link',
+      callback: () => {
+        void showDialog({
+          title: trans.__(
+            'CUDA out of memory in cell %1',
+            oom.executionCount === null ? '[*]' : `[${oom.executionCount}]`
+          ),
+          body: React.createElement(OomDetails, { oom, trans }),
+          buttons: [Dialog.okButton({ label: trans.__('Close') })]
+        });
+      }
+    };
+  }
+
+  /**
+   * Don't warn again: turns `setting` off in the user settings, through the
+   * monitor (which then dismisses the toasts of that kind); a link.
+   *
+   * @param caption - what is turned off, e.g. "Turn off leak-trend warnings
+   *   in the settings" (the rule's own words).
+   */
+  dontWarnAgain(setting: WarnSetting, caption: string): Notification.IAction {
+    return {
+      label: this._trans.__("Don't warn again"),
+      caption,
+      displayType: 'link',
+      callback: () => {
+        void this._monitor.setSetting(setting, false);
+      }
+    };
+  }
+
+  /** A button that runs a command; its caption is the command's. */
+  private _command(
+    id: string,
+    args: ReadonlyPartialJSONObject,
+    label: string,
+    displayType?: Notification.ActionDisplayType
+  ): Notification.IAction {
+    const caption = this._commands.caption(id, args);
+    return {
+      label,
+      ...(caption ? { caption } : {}),
+      ...(displayType ? { displayType } : {}),
+      callback: () => {
+        void this._commands.execute(id, args);
+      }
+    };
+  }
+
+  private _commands: CommandRegistry;
+  private _monitor: IGpuMonitor;
+  private _trans: TranslationBundle;
+}
+
+/** ToastActions statics. */
+export namespace ToastActions {
+  /** Constructor options. */
+  export interface IOptions {
+    /** Commands the buttons run, and whose captions they show. */
+    commands: CommandRegistry;
+    /** Writes the "Don't warn again" settings. */
+    monitor: IGpuMonitor;
+    /** Translations. */
+    trans: TranslationBundle;
+  }
+}

@@ -1,0 +1,178 @@
+/**
+ * The toasts' texts, side by side (pure functions of the findings). Each
+ * fits JupyterLab's 140-character toast ({@link MAX_TOAST}) by shortening a
+ * list of names or a path first, and ends with "…" only as a last resort.
+ * The OOM toast's text is `describeOom` in `analysis/oom.ts`, next to the
+ * diagnosis it summarises.
+ */
+import type { TranslationBundle } from '@jupyterlab/translation';
+import {
+  formatBytes,
+  formatPlacement,
+  listNames,
+  MAX_TOAST,
+  sumBytes
+} from '../analysis/format';
+import type { IGraphRow } from '../analysis/graphs';
+import { holderNames, IStackedGroup } from '../analysis/stacking';
+import type { ILeakTrend } from '../analysis/trend';
+import type { ICleaned, IModelInfo } from '../protocol';
+
+/** How the stacking text names a model's kind: YOLO for Ultralytics, else its class. */
+function familyName(model: IModelInfo): string {
+  return model.family === 'ultralytics' ? 'YOLO' : model.className;
+}
+
+/**
+ * Text of the stacking warning for one group: names both models, their sizes
+ * and what holds the older one. Kept under JupyterLab's 140-character toast
+ * limit by shortening the holder list.
+ */
+export function describeStacking(
+  group: IStackedGroup,
+  trans: TranslationBundle,
+  moreGroups = 0
+): string {
+  const older = group.older[group.older.length - 1];
+  const newest = group.newest;
+  const compose = (maxNames: number): string => {
+    const holders = holderNames({
+      ...older,
+      holders: older.holders.filter(h => h.kind !== 'hidden')
+    });
+    const stale = older.stale;
+    const held = holders.length
+      ? stale
+        ? trans.__('held only by %1', listNames(holders, maxNames))
+        : trans.__('still named by %1', listNames(holders, maxNames))
+      : trans.__('held by nothing named (reference cycle)');
+    const olderCount =
+      group.older.length > 1
+        ? trans.__(' (+%1 older)', group.older.length - 1)
+        : '';
+    const more = moreGroups ? trans.__(' +%1 more', moreGroups) : '';
+    return trans.__(
+      'Stacked %1: older %2, %3, %4%5; newer %6, %7.%8',
+      familyName(newest),
+      older.label,
+      formatBytes(sumBytes(older.bytes)),
+      held,
+      olderCount,
+      newest.label,
+      formatPlacement(newest.bytes),
+      more
+    );
+  };
+  for (const maxNames of [6, 3, 1]) {
+    const text = compose(maxNames);
+    if (text.length <= MAX_TOAST) {
+      return text;
+    }
+  }
+  const text = compose(1);
+  return `${text.slice(0, MAX_TOAST - 1)}…`;
+}
+
+/**
+ * Text of the leak-trend warning, e.g. "PyTorch allocated climbs ~12.0 MiB
+ * per cell over 8 cells. Tensors kept alive? e.g. losses.append(loss)
+ * instead of loss.item()". Kept under 140 characters.
+ *
+ * @param devices - how many devices the kernel sees (the device is named when several).
+ */
+export function describeLeak(
+  trend: ILeakTrend,
+  trans: TranslationBundle,
+  devices = 1
+): string {
+  const where = devices > 1 ? trans.__(' on cuda:%1', trend.device) : '';
+  const hint = trans.__(
+    'Tensors kept alive? e.g. losses.append(loss), not loss.item()'
+  );
+  const text =
+    trend.basis === 'cells'
+      ? trans.__(
+          'PyTorch allocated climbs ~%1 per cell over %2 cells%3. %4',
+          formatBytes(trend.rate),
+          trend.points,
+          where,
+          hint
+        )
+      : trans.__(
+          'PyTorch allocated climbs ~%1 per minute in cell %2%3. %4',
+          formatBytes(trend.rate),
+          trend.executionCount === null ? '[*]' : `[${trend.executionCount}]`,
+          where,
+          hint
+        );
+  return text.length <= MAX_TOAST ? text : `${text.slice(0, MAX_TOAST - 1)}…`;
+}
+
+/**
+ * Text of the graph-holder warning, e.g. "val_losses keeps 4 autograd graphs
+ * alive (~1.0 GiB on cuda:0): store loss.item() or loss.detach(), or run
+ * evaluation under torch.no_grad()." Kept under 140 characters by shortening
+ * the variable's path.
+ */
+export function describeGraphHolder(
+  row: IGraphRow,
+  trans: TranslationBundle
+): string {
+  const { graph } = row;
+  const compose = (path: string) =>
+    trans._n(
+      '%2 keeps %1 autograd graph alive (%3%4 on %5): store loss.item() or loss.detach(), or run evaluation under torch.no_grad().',
+      '%2 keeps %1 autograd graphs alive (%3%4 on %5): store loss.item() or loss.detach(), or run evaluation under torch.no_grad().',
+      graph.count,
+      path,
+      graph.truncated ? '≥' : '~',
+      formatBytes(row.deviceBytes),
+      row.device ?? '?'
+    );
+  const text = compose(graph.path);
+  if (text.length <= MAX_TOAST) {
+    return text;
+  }
+  const room = Math.max(8, MAX_TOAST - (compose('').length + 1));
+  return compose(`${graph.path.slice(0, room)}…`).slice(0, MAX_TOAST);
+}
+
+/**
+ * Text of the info toast after a clean cell.
+ */
+export function describeCleaned(
+  cleaned: ICleaned,
+  trans: TranslationBundle
+): string {
+  const freed = sumBytes(cleaned.freed);
+  const allocated = cleaned.allocated
+    ? Object.values(cleaned.allocated).reduce(
+        (sum, v) => sum + Math.max(0, v.before - v.after),
+        0
+      )
+    : null;
+  const reserved = cleaned.reserved
+    ? Object.values(cleaned.reserved).reduce(
+        (sum, v) => sum + Math.max(0, v.before - v.after),
+        0
+      )
+    : null;
+  const parts = [
+    trans.__(
+      'Clean GPU freed %1 of models (%2 → %3 live).',
+      formatBytes(freed),
+      cleaned.models.before,
+      cleaned.models.after
+    )
+  ];
+  if (allocated !== null && reserved !== null) {
+    parts.push(
+      trans.__(
+        'PyTorch allocated −%1, reserved −%2.',
+        formatBytes(allocated),
+        formatBytes(reserved)
+      )
+    );
+  }
+  return parts.join(' ');
+}
