@@ -104,6 +104,8 @@ def _why(report):
     if report.skipped:
         longrepr = report.longrepr
         return longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    if isinstance(report.longrepr, str):  # pytest.fail(..., pytrace=False): failed rows
+        return report.longrepr.strip()
     crash = getattr(report.longrepr, "reprcrash", None)
     if crash is not None:
         return crash.message
