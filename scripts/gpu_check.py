@@ -244,7 +244,8 @@ def run_pytest(args, tests, rows_path, log_path, budget_left):
     ]
     command = [
         *(sys.executable, "-m", "pytest", "-p", "gpu_report", "-p", "no:cacheprovider"),
-        *("-o", "addopts=", "-rfEs", "--rows", str(rows_path), "--gpu-log", str(log_path)),
+        *("-o", "addopts=", "-rfEs", "--retry-hung"),
+        *("--rows", str(rows_path), "--gpu-log", str(log_path)),
         *("--train-seconds", str(args.train_seconds), "--cost-cells", str(args.cost_cells)),
         *option,
         *(args.pytest_arg or []),

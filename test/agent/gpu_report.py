@@ -11,8 +11,8 @@ only records.
 - ``--gpu-log FILE``: every cell, its output and every row, as the tests log them.
 - ``--budget-s S``: a test that would start after S seconds is skipped ("not run: the run's time
   budget was spent").
-- A test cut short by a kernel that stopped answering (a cell past its timeout) runs once more in
-  fresh kernels, its rows of the first attempt dropped; the hang keeps its own row.
+- With ``--retry-hung`` (conftest.py's ``pytest_pyfunc_call``) a test cut short by a kernel that
+  stopped answering runs once more in fresh kernels unless the budget is spent.
 """
 
 import json
@@ -71,31 +71,6 @@ def pytest_runtest_setup(item):
         pytest.skip(BUDGET_SPENT)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_pyfunc_call(pyfuncitem):
-    """Once more after a hang (fresh kernels), unless the budget is spent."""
-    args = pyfuncitem.funcargs
-    sessions = args.get("session")
-    rows = args.get("check")
-    try:
-        return (yield)
-    except Exception:
-        if not isinstance(sessions, checks.Sessions) or not sessions.hung():
-            raise
-        if _recorder(pyfuncitem.config).over_budget():
-            raise
-        checks.log.exception("(%s: a kernel hung; running the test again)", pyfuncitem.nodeid)
-    sessions.close_all()
-    if isinstance(rows, checks.Rows):
-        rows.rows.clear()
-        rows.extras.clear()
-    names = pyfuncitem._fixtureinfo.argnames
-    result = pyfuncitem.obj(**{name: args[name] for name in names})
-    if isinstance(rows, checks.Rows) and rows.failed():
-        pytest.fail("failed rows:\n" + "\n".join(r.check for r in rows.failed()), pytrace=False)
-    return result
-
-
 def pytest_runtest_logreport(report):
     _REPORTS.setdefault(report.nodeid, []).append(report)
 
@@ -112,12 +87,12 @@ def _why(report):
     return str(report.longrepr).strip().splitlines()[-1] if report.longrepr else ""
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     started = time.monotonic()
     checks.log.info("\n######## %s", item.nodeid)
     try:
-        return (yield)
+        yield
     finally:
         reports = _REPORTS.get(item.nodeid, [])
         outcome, why = "passed", ""

@@ -28,6 +28,7 @@ from checks import (
     bands_row,
     dev0,
     hello_row,
+    make_dataset,
     mib,
     nvml,
     on_dev,
@@ -104,32 +105,6 @@ def test_no_cuda_context_from_the_agent(session, check):
 
 # --------------------------------------------------------------------------------------------
 # 4. live while training
-
-
-def make_dataset(root, n_train=32, n_val=8, size=320):
-    """Random images with one coloured box each and YOLO-format labels; returns data.yaml."""
-    import numpy as np
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    for split, count in (("train", n_train), ("val", n_val)):
-        (root / "images" / split).mkdir(parents=True, exist_ok=True)
-        (root / "labels" / split).mkdir(parents=True, exist_ok=True)
-        for i in range(count):
-            img = (rng.random((size, size, 3)) * 255).astype("uint8")
-            w, h = (int(v) for v in rng.integers(size // 8, size // 2, 2))
-            x0, y0 = (int(v) for v in rng.integers(0, size - max(w, h), 2))
-            img[y0 : y0 + h, x0 : x0 + w] = (255, 64, 0)
-            Image.fromarray(img).save(root / "images" / split / f"{i}.jpg")
-            (root / "labels" / split / f"{i}.txt").write_text(
-                f"0 {(x0 + w / 2) / size:.6f} {(y0 + h / 2) / size:.6f} {w / size:.6f} "
-                f"{h / size:.6f}\n"
-            )
-    data = root / "data.yaml"
-    data.write_text(
-        f"path: {root}\ntrain: images/train\nval: images/val\nnames:\n  0: box\n", encoding="utf-8"
-    )
-    return data
 
 
 @pytest.mark.timeout(900)
