@@ -95,16 +95,21 @@ test: $(STAMP)/build $(STAMP)/chromium
 clean:
 	rm -rf $(STAMP) lib jupyterlab_gpu_hygiene/labextension src/_generated tsconfig.tsbuildinfo test-results playwright-report
 
-# GPU truth check on a machine with an NVIDIA GPU (offline): real kernels, the agent as the
-# browser sends it, its figures against NVML / nvidia-smi / torch; writes docs/gpu-check.md.
-#   make gpu-check [WHEELS=dir]   wheels for what the machine lacks (ipykernel, ultralytics...)
+# GPU truth check on a machine with an NVIDIA GPU (offline): the pytest tests marked gpu (the
+# cases of test/agent/test_cases.py on cuda:0, test/agent/test_gpu_truth.py), real kernels, the
+# agent as the browser sends it, its figures against NVML / nvidia-smi / torch; the harness
+# scripts/gpu_check.py writes their rows to docs/gpu-check.md.
+#   make gpu-check [WHEELS=dir]   wheels for what the machine lacks (ipykernel, ultralytics...);
+#                                 REPORT=path instead of docs/gpu-check.md
 #   NODE=path CLEANUP_JS=path     node and a compiled src/analysis/cleanup.js where the project's
 #                                 tsc is missing; CLEAN_CELLS=dir for pre-generated clean cells;
-#   GPU_CHECK_ARGS=...            more options of scripts/gpu_check.py (--help)
+#   GPU_CHECK_ARGS=...            more options of scripts/gpu_check.py (--help); without a GPU,
+#                                 GPU_CHECK_ARGS="--device cpu --report /tmp/r.md" tries the
+#                                 plumbing on the cases' [cpu] variants
 .PHONY: gpu-check
 gpu-check:
 	py=$$([ -x $(BIN)/python ] && echo $(BIN)/python || command -v python3)
-	$$py scripts/gpu_check.py --report docs/gpu-check.md \
+	$$py scripts/gpu_check.py $(if $(REPORT),--report $(REPORT)) \
 		$(if $(WHEELS),--wheels $(WHEELS)) $(if $(NODE),--node $(NODE)) \
 		$(if $(CLEANUP_JS),--cleanup-js $(CLEANUP_JS)) $(if $(CLEAN_CELLS),--clean-cells $(CLEAN_CELLS)) \
 		$(GPU_CHECK_ARGS)

@@ -69,3 +69,103 @@ def generate_clean_cell():
     extension inserts (no Python copy of the generator).
     """
     return clean_cell_generator(compile_cleanup(ROOT / ".make" / "pytest-ts"))
+
+
+# --------------------------------------------------------------------------------------------
+# the acceptance cases on both devices (test_cases.py) and the GPU truth (test_gpu_truth.py):
+# checks.py has the session, the ground truth and the rows; the GPU check's report plugin is
+# gpu_report.py (loaded by scripts/gpu_check.py with -p gpu_report)
+
+import checks  # noqa: E402 -- after the re-exports above
+
+DEVICES = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("gpu-hygiene", "acceptance cases and GPU truth (test/agent/checks.py)")
+    group.addoption("--node", help="node binary for the browser's clean-cell generator")
+    group.addoption("--cleanup-js", help="compiled src/analysis/cleanup.js (CommonJS)")
+    group.addoption("--clean-cells", help="folder of clean cells <key>.py generated elsewhere")
+    group.addoption("--dump-inventories", help="save the inventories given to the generator")
+    group.addoption("--train-seconds", type=int, default=40, help="GPU training cell length")
+    group.addoption("--cost-cells", type=int, default=50, help="cells timed per kind (GPU cost)")
+    group.addoption("--retry-hung", action="store_true", help="once more after a kernel hang")
+
+
+def pytest_runtest_setup(item):
+    """A ``gpu`` test skips, with the reason, where NVML sees no NVIDIA GPU (this process never
+    imports torch to find out)."""
+    if item.get_closest_marker("gpu") is not None:
+        reason = checks.no_gpu_reason()
+        if reason:
+            pytest.skip(reason)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """Runs a test that records rows or opens sessions: it fails at its end when a row failed
+    (after every row was measured). With ``--retry-hung`` (the GPU check), a test cut short by
+    a kernel that stopped answering runs once more in fresh kernels, its first rows dropped,
+    unless the run's time budget is spent; the hang keeps its own row in the report."""
+    args = pyfuncitem.funcargs
+    rows, sessions = args.get("check"), args.get("session")
+    if not isinstance(rows, checks.Rows) and not isinstance(sessions, checks.Sessions):
+        return None  # pytest's own call
+    call = {name: args[name] for name in pyfuncitem._fixtureinfo.argnames}
+    try:
+        pyfuncitem.obj(**call)
+    except Exception:
+        recorder = getattr(pyfuncitem.config, "_gpu_recorder", None)
+        if not (
+            pyfuncitem.config.getoption("retry_hung")
+            and isinstance(sessions, checks.Sessions)
+            and sessions.hung()
+            and not (recorder is not None and recorder.over_budget())
+        ):
+            raise
+        checks.log.exception("(%s: a kernel hung; running the test again)", pyfuncitem.nodeid)
+        sessions.close_all()
+        if isinstance(rows, checks.Rows):
+            rows.rows.clear()
+            rows.extras.clear()
+        pyfuncitem.obj(**call)
+    if isinstance(rows, checks.Rows) and rows.failed():
+        lines = [f"{r.check}: expected {r.expected}; measured {r.measured}" for r in rows.failed()]
+        pytest.fail("failed rows:\n" + "\n".join(lines), pytrace=False)
+    return True
+
+
+@pytest.fixture
+def check(request):
+    """The rows (check | expected | measured | result) this test records (``checks.Rows``)."""
+    rows = checks.Rows(request.node.nodeid)
+    request.node.gpu_rows = rows
+    return rows
+
+
+@pytest.fixture
+def session(request):
+    """``session(case)``: a kernel running case notebook ``case`` with the agent injected, on
+    the test's ``device`` parameter ("cuda" for a test marked ``gpu`` without one)."""
+    callspec = getattr(request.node, "callspec", None)
+    device = callspec.params.get("device") if callspec else None
+    if device is None:
+        device = "cuda" if request.node.get_closest_marker("gpu") else "cpu"
+    sessions = checks.Sessions(device, request.node.name)
+    request.node.gpu_sessions = sessions
+    yield sessions
+    sessions.close_all()
+
+
+@pytest.fixture(scope="session")
+def clean_cells(request):
+    """``clean_cells(inventory, key)``: the browser's clean cell for an inventory
+    (``checks.CleanCells``: ``--node``, ``--cleanup-js``, ``--clean-cells``,
+    ``--dump-inventories``)."""
+    option = request.config.getoption
+    return checks.CleanCells(
+        node=option("node"),
+        cleanup_js=option("cleanup_js"),
+        clean_cells=option("clean_cells"),
+        dump=option("dump_inventories"),
+    )

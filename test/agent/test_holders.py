@@ -2,13 +2,9 @@
 trained model's parts, bytes per root, loose tensors, the out-of-memory diagnosis and the
 skipped inventory."""
 
-import sys
-
 import pytest
-from conftest import ROOT, model_by_order
-
-sys.path.insert(0, str(ROOT / "scripts"))
-from gpu_check import make_dataset  # the GPU check's tiny offline dataset
+from checks import make_dataset  # the GPU check's tiny offline dataset
+from conftest import model_by_order
 
 pytestmark = pytest.mark.timeout(240)
 
