@@ -210,6 +210,34 @@ def test_a_module_failing_to_load_leaves_the_running_agent_as_it_was(new_kernel)
     comm.wait_for("sample", n_samples + 2)
 
 
+def test_an_install_that_fails_leaves_nothing_but_the_load_error(new_kernel):
+    kernel = new_kernel()
+    text = dict(agent_modules())["agent"]
+    start = "        self.devices.start()\n"
+    assert start in text
+    failing = text.replace(start, '        raise RuntimeError("start failed")\n')
+    result = kernel.inject(source=with_module("agent", failing))
+    assert result.iopub == []
+    state = kernel.evaluate(
+        err=COUNTS["load_error"],
+        entries=COUNTS["entries"],
+        **{k: COUNTS[k] for k in ("post_run_cell", "pre_run_cell", "threads", "target")},
+    )
+    assert state == {
+        "err": "RuntimeError: start failed",
+        "entries": [MODULE],
+        "post_run_cell": 0,
+        "pre_run_cell": 0,
+        "threads": 0,
+        "target": False,
+    }
+    # and the next payload installs cleanly
+    kernel.inject()
+    counts = kernel.evaluate(**COUNTS)
+    assert counts["load_error"] is None and counts["entries"] == SUBMODULES
+    assert counts["post_run_cell"] == counts["threads"] == 1 and counts["target"] is True
+
+
 def test_a_kernel_running_the_single_file_0_2_0_agent_is_cleanly_replaced(new_kernel):
     kernel = new_kernel()
     old_source = (OLD_AGENT / "gpu_hygiene_agent.py").read_text(encoding="utf-8")

@@ -6,6 +6,7 @@ import contextlib
 import re
 import sys
 import types
+from typing import NamedTuple
 
 from .limits import MAX_FRAMES, MAX_TB_DEPTH
 from .util import LEAF_TYPES, MISSING, vars_of
@@ -193,20 +194,25 @@ def skip_ids(shell, own_ids, module_dicts):
     return skip
 
 
+class _ModuleDictIds(NamedTuple):
+    modules: int  # len(sys.modules) when computed
+    ids: frozenset
+
+
 class ModuleDicts:
     """ids of the ``__dict__`` of every imported module, recomputed only when the number of
     entries in ``sys.modules`` changed (a module's dict keeps its identity for the module's
     life)."""
 
     def __init__(self):
-        self._cached = None  # (len(sys.modules), frozenset of ids)
+        self._cached = None  # _ModuleDictIds
 
     def ids(self):
         """The ids (frozenset of int)."""
         modules = sys.modules
         cached = self._cached
-        if cached is not None and cached[0] == len(modules):
-            return cached[1]
+        if cached is not None and cached.modules == len(modules):
+            return cached.ids
         ids = set()
         for module in list(modules.values()):
             if issubclass(type(module), types.ModuleType):
@@ -220,5 +226,5 @@ class ModuleDicts:
                 if type(ref) is dict:
                     ids.add(id(ref))
         ids = frozenset(ids)
-        self._cached = (len(modules), ids)
+        self._cached = _ModuleDictIds(len(modules), ids)
         return ids
