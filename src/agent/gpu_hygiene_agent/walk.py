@@ -310,7 +310,18 @@ class Walker:
         if cls is types.TracebackType:
             return []  # frames are walked one by one by the caller
         if cls in PLAIN_CONTAINERS:
-            return self._items(obj, cls, limit, visits_left)
+            size = len(obj) * (2 if cls is dict else 1)
+            if size > limit:
+                # a huge container: look at its first items only (no full copy), and keep no
+                # more of them than the walk can still expand
+                self.truncated = True
+                it = itertools.chain.from_iterable(obj.items()) if cls is dict else iter(obj)
+                left = max(min(visits_left, limit), 0)
+                head = itertools.islice(it, min(limit, 4 * left))
+                return list(itertools.islice((x for x in head if type(x) not in LEAF_TYPES), left))
+            if cls is dict:
+                return [*obj.keys(), *obj.values()]
+            return list(obj)
         if issubclass(cls, BaseException):
             # an exception's own traceback is walked frame by frame by the caller
             return [r for r in gc.get_referents(obj) if type(r) is not types.TracebackType]
@@ -319,18 +330,3 @@ class Walker:
             self.truncated = True
             del refs[max(limit, 0) :]
         return refs
-
-    def _items(self, obj, cls, limit, visits_left):
-        """Items (and a dict's keys) of a plain container, by the rules of ``_referents``."""
-        size = len(obj) * (2 if cls is dict else 1)
-        if size > limit:
-            # a huge container: look at its first items only (no full copy), and keep no
-            # more of them than the walk can still expand
-            self.truncated = True
-            it = itertools.chain.from_iterable(obj.items()) if cls is dict else iter(obj)
-            left = max(min(visits_left, limit), 0)
-            head = itertools.islice(it, min(limit, 4 * left))
-            return list(itertools.islice((x for x in head if type(x) not in LEAF_TYPES), left))
-        if cls is dict:
-            return [*obj.keys(), *obj.values()]
-        return list(obj)
