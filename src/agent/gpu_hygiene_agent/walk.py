@@ -55,6 +55,11 @@ class ReachedStorage(NamedTuple):
     big: object  # BigTensor, or None
 
 
+class _Walked(NamedTuple):
+    root: object  # the root (kept for the inventory, so that its id stays its own)
+    reach: object  # its Reach
+
+
 class Reach:
     """What one root reaches (filled by ``Walker.reach``).
 
@@ -103,7 +108,7 @@ class Walker:
         self.visits = 0  # whole inventory, for the record
         self._phase_visits = 0
         self._phase_examined = 0
-        self._reached = {}  # id(root) -> (root, Reach) of walks from roots
+        self._reached = {}  # id(root) -> _Walked, of walks from roots
         self.parents = {}  # id(object) -> the object it was reached from (None: the start)
         self.measured = 0  # tensors measured by ``reach`` (bounded by MEASURED_TENSORS)
 
@@ -119,8 +124,8 @@ class Walker:
         ``optimizer_type``: ``torch.optim.Optimizer`` (tensors under one are optimizer state).
         """
         cached = self._reached.get(id(root))
-        if cached is not None and cached[0] is root:
-            return cached[1]
+        if cached is not None and cached.root is root:
+            return cached.reach
         found = Reach()
         module_type = self.module_type
 
@@ -157,7 +162,7 @@ class Walker:
             )
 
         found.complete = self.walk(root, on_module, on_tensor)
-        self._reached[id(root)] = (root, found)
+        self._reached[id(root)] = _Walked(root, found)
         return found
 
     # ---- paths: only valid during the walk that reached the object (``parents``)
