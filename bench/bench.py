@@ -229,7 +229,7 @@ class Bench:
             tracked_modules=figures.get("tracked_modules"),
             sys_modules=figures.get("sys_modules"),
             inventory_full_ms=rnd(pct(sections["times"].get("build_inventory (full)", []), 0.5)),
-            fingerprint_ms=rnd(pct(sections["times"].get("_fingerprint", []), 0.5)),
+            fingerprint_ms=rnd(pct(sections["times"].get("fingerprint.fingerprint", []), 0.5)),
             inventory_json_bytes=figures.get("inventory_json_bytes"),
         )
         if self.tag() == a.idle_at:
@@ -386,7 +386,7 @@ def main():
 
     info = machine()
     print("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()), flush=True)
-    print(f"agent: {kd.AGENT_PATH.relative_to(ROOT)} sha256 {args.agent_sha}...", flush=True)
+    print(f"agent: {kd.AGENT_DIR.relative_to(ROOT)} payload sha256 {args.agent_sha}...", flush=True)
     rows = []
     started = time.perf_counter()
     for n in objects:

@@ -11,7 +11,6 @@ What it adds to the kernel: perf_counter wrappers around already registered IPyt
 a naive heap scan, the sampler thread's CPU time, and a profile of the agent's inventory.
 """
 
-import contextlib
 import cProfile
 import gc
 import io
@@ -22,7 +21,7 @@ import sys
 import threading
 import time
 
-AGENT_MODULE = "_jupyterlab_gpu_hygiene_agent"
+AGENT_MODULE = "_jupyterlab_gpu_hygiene_agent"  # the agent's package in sys.modules
 
 _times = {}  # timer name -> [milliseconds]
 _keep = {}  # objects this module keeps alive (the ipyexperiments logger)
@@ -200,10 +199,10 @@ def cpu_snapshot():
         threads[name] = threads.get(name, 0) + ns
     return {
         "wall": time.monotonic(),
-        "sampler": _task_ns(a.thread.native_id),
+        "sampler": _task_ns(a.sampler.thread.native_id),
         "process": total,
         "threads": threads,
-        "interval_ms": a.interval_ms,
+        "interval_ms": a.sampler.interval_ms,
     }
 
 
@@ -260,39 +259,52 @@ def profile_inventory(reps, top=25):
     return {"walls": walls, "text": text.getvalue(), "rows": rows[:top]}
 
 
-# what is timed on the inventory path, when it exists: (owner, attribute); owner "agent" (the
-# Agent instance), "tracker" (its ModuleTracker), "module" (the agent module's globals),
-# "Walker" (the class)
+# what is timed on the inventory path, when it exists: (agent submodule, attribute), the
+# attribute a module-level function or "Class.method". The agent's modules call these through
+# the module attribute (``census.build``, ``walk.Walker``...) or as globals of their own module,
+# so shadowing the attribute times every call.
 SECTION_TARGETS = (
-    ("agent", "_fingerprint"),
-    ("agent", "_inventory"),
-    ("agent", "_skip_ids"),
-    ("agent", "_models"),
-    ("tracker", "live"),
-    ("module", "module_forest"),
-    ("agent", "_variable_roots"),
-    ("agent", "_output_roots"),
-    ("Walker", "reach"),
-    ("agent", "_walk_last_error"),
-    ("agent", "_census"),
-    ("module", "model_stats"),
-    ("agent", "_graph_holders"),
-    ("agent", "_grad_tensors"),
-    ("agent", "_graph_bytes"),
-    ("agent", "_model_entry"),
-    ("agent", "broadcast"),
+    ("fingerprint", "fingerprint"),
+    ("inventory", "Inventory.fresh"),
+    ("roots", "skip_ids"),
+    ("models", "ForestCache.forest"),
+    ("tracker", "ModuleTracker.live"),
+    ("models", "module_forest"),
+    ("roots", "variable_roots"),
+    ("roots", "output_roots"),
+    ("walk", "Walker.reach"),
+    ("lasterror", "walk_last_error"),
+    ("census", "build"),
+    ("models", "model_stats"),
+    ("graphs", "graph_holders"),
+    ("graphs", "grad_tensors"),
+    ("graphs", "graph_bytes"),
+    ("census", "model_entry"),
+    ("transport", "Transport.broadcast"),
 )
+
+
+def _owner(package, module_name, attr):
+    """(object holding the attribute, attribute name) for a ``SECTION_TARGETS`` entry, or
+    None when the agent has no such module, class or function."""
+    owner = getattr(package, module_name, None)
+    *classes, name = attr.split(".")
+    for cls in classes:
+        owner = getattr(owner, cls, None)
+    if owner is None or not callable(vars(owner).get(name)):
+        return None
+    return owner, name
 
 
 def sections(reps=3):
     """perf_counter sections of full inventories, without profiler overhead. For the duration of
-    the call, each function of ``SECTION_TARGETS`` is shadowed by a timed wrapper (an attribute
-    of the agent or tracker instance, the agent module's global, or the Walker class attribute;
-    the agent's code is not changed) and put back afterwards; only the main thread's calls are
-    counted (the sampler thread broadcasts too). Garbage collections during the inventories are
-    timed through ``gc.callbacks``. Returns {times: {name: [inclusive ms per inventory]}, calls:
-    {name: calls per inventory}, figures: walk figures (from the Walker handed to
-    ``_walk_last_error``), sizes}."""
+    the call, each function of ``SECTION_TARGETS`` is shadowed by a timed wrapper (the agent
+    module's attribute, or the class attribute; the agent's code is not changed) and put back
+    afterwards; only the main thread's calls are counted (the sampler thread broadcasts too).
+    Garbage collections during the inventories are timed through ``gc.callbacks``. Returns
+    {times: {"<module>.<attribute>": [inclusive ms per inventory]}, calls: {name: calls per
+    inventory}, figures: walk figures (from the Walker handed to ``walk_last_error``),
+    sizes}."""
     m = _agent_module()
     a = m._agent
     clock = time.perf_counter
@@ -318,23 +330,15 @@ def sections(reps=3):
 
         return timed
 
-    owners = {"agent": a, "tracker": a.tracker, "module": m, "Walker": getattr(m, "Walker", None)}
-    restore = []  # (owner, attribute, original or None to delete)
-    for owner_name, attr in SECTION_TARGETS:
-        owner = owners[owner_name]
-        fn = getattr(owner, attr, None)
-        if owner is None or not callable(fn):
+    restore = []  # (owner, attribute, original)
+    for module_name, attr in SECTION_TARGETS:
+        found = _owner(m, module_name, attr)
+        if found is None:
             continue
-        label = attr if owner_name in ("agent", "module") else f"{owner_name}.{attr}"
-        if owner_name in ("agent", "tracker"):
-            if attr in vars(owner):
-                continue
-            restore.append((owner, attr, None))
-        else:
-            original = vars(owner)[attr] if owner_name == "Walker" else fn
-            restore.append((owner, attr, original))
-            fn = original
-        setattr(owner, attr, shadow(label, fn))
+        owner, name = found
+        original = vars(owner)[name]
+        restore.append((owner, name, original))
+        setattr(owner, name, shadow(f"{module_name}.{attr}", original))
 
     gc_started = []
 
@@ -363,11 +367,7 @@ def sections(reps=3):
     finally:
         gc.callbacks.remove(on_gc)
         for owner, attr, original in reversed(restore):
-            if original is None:
-                with contextlib.suppress(AttributeError):
-                    delattr(owner, attr)
-            else:
-                setattr(owner, attr, original)
+            setattr(owner, attr, original)
     figures.update(
         tracked_modules=len(a.tracker.live()),
         sys_modules=len(sys.modules),

@@ -36,13 +36,16 @@ const HELLO_ATTEMPTS = 3;
  * The code of the silent execute request that installs the agent.
  *
  * It binds no name in the user namespace: the loader runs in a throwaway
- * globals dict and puts the agent in `sys.modules`.
+ * globals dict and registers the agent package and its modules in
+ * `sys.modules`. `SOURCE` is the payload: a JSON list of [module name, source
+ * text] pairs in dependency order (see `scripts/embed-agent.mjs`).
  *
  * @param sampleIntervalMs - sampler period, milliseconds.
  */
 export function agentInstallCode(sampleIntervalMs: number): string {
   const config = JSON.stringify({ sampleIntervalMs });
-  // JSON string literals are valid Python string literals.
+  // JSON string literals are valid Python string literals; the loader parses
+  // the payload and the config with json.loads.
   return `exec(${JSON.stringify(AGENT_LOADER)}, {"SOURCE": ${JSON.stringify(
     AGENT_SOURCE
   )}, "CONFIG": ${JSON.stringify(config)}})`;

@@ -1,15 +1,19 @@
 """Fixtures for the agent tests; the kernel driver itself is ``kernel_driver.py`` (shared with
-scripts/gpu_check.py): ``Kernel`` (a real ipykernel and a blocking client), ``Kernel.inject`` (the
-agent sent like the browser sends it), ``Kernel.open_comm`` (the browser side of the comm),
-``Kernel.run`` (a user cell)."""
+scripts/gpu_check.py and bench/): ``Kernel`` (a real ipykernel and a blocking client),
+``Kernel.inject`` (the agent package sent like the browser sends it: one payload of its modules,
+``agent_source``), ``Kernel.open_comm`` (the browser side of the comm), ``Kernel.run`` (a user
+cell), and ``load_agent`` (the package loaded in this process, for the tests without a
+kernel)."""
 
 import pytest
 from kernel_driver import (  # noqa: F401 -- re-exported for the test modules
+    AGENT_DIR,
     AGENT_PATH,
     AGENT_VERSION,
     CASES_DIR,
     LOADER_PATH,
     MODULE,
+    MODULES,
     PROTOCOL,
     ROOT,
     TARGET,
@@ -17,11 +21,13 @@ from kernel_driver import (  # noqa: F401 -- re-exported for the test modules
     Comm,
     Kernel,
     Result,
+    agent_modules,
     agent_source,
     clean_cell_generator,
     compile_cleanup,
     holder_names,
     install_code,
+    load_agent,
     loader_source,
     model_by_order,
     notebook_cells,

@@ -5,34 +5,57 @@ agent tests' conftest.py and scripts/gpu_check.py both import it).
   every message by parent request, comm messages separately.
 - ``Kernel.inject``: sends the agent exactly like the browser (``src/connection.ts``): one
   silent execute request (``silent=True, store_history=False``) whose code is
-  ``exec(<loader>, {"SOURCE": <agent>, "CONFIG": <config JSON>})`` with the three texts written
-  as JSON string literals (``JSON.stringify`` in the browser, ``json.dumps`` here).
+  ``exec(<loader>, {"SOURCE": <payload>, "CONFIG": <config JSON>})`` with the three texts
+  written as JSON string literals (``JSON.stringify`` in the browser, ``json.dumps`` here); the
+  payload is the JSON list of the agent package's modules (``agent_source``).
+- ``load_agent``: the agent package loaded in this process as the loader registers it (under a
+  private name, not installed), for the in-process tests.
 - ``Kernel.open_comm``: acts as the browser side of the comm (``comm_open`` to the target over
   the shell channel, with ``configure`` data); ``Comm.messages`` are the ``comm_msg`` bodies the
   kernel published on IOPub for it.
 - ``Kernel.run``: a user cell (``silent=False, store_history=True``) and its outputs.
 """
 
+import ast
 import json
 import os
 import queue
 import re
 import shutil
 import subprocess
+import sys
 import time
+import types
 import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENT_PATH = ROOT / "src" / "agent" / "gpu_hygiene_agent.py"
+AGENT_DIR = ROOT / "src" / "agent" / "gpu_hygiene_agent"
+# the package's manifest (MODULES, its docstring); scripts/gpu_check.py names its git blob
+AGENT_PATH = AGENT_DIR / "__init__.py"
+LIMITS_PATH = AGENT_DIR / "limits.py"
 LOADER_PATH = ROOT / "src" / "agent" / "loader.py"
 CASES_DIR = Path(os.environ.get("GPU_HYGIENE_CASES", ROOT / "test" / "cases"))
 TARGET = "jupyterlab_gpu_hygiene.v1"
 MODULE = "_jupyterlab_gpu_hygiene_agent"
 THREAD = "gpu-hygiene-sampler"
+
+
+def _manifest():
+    """The package's ``MODULES`` tuple, read from ``__init__.py`` without running it."""
+    for node in ast.parse(AGENT_PATH.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [
+            "MODULES"
+        ]:
+            return tuple(ast.literal_eval(node.value))
+    raise LookupError(f"{AGENT_PATH} defines no MODULES")
+
+
+# the submodules of the agent package in dependency order (its MODULES, read once)
+MODULES = _manifest()
 # the comm protocol version the agent speaks (its PROTOCOL constant)
-PROTOCOL = int(re.search(r"^PROTOCOL = (\d+)$", AGENT_PATH.read_text(), re.M).group(1))
-AGENT_VERSION = re.search(r'^AGENT_VERSION = "(.+)"$', AGENT_PATH.read_text(), re.M).group(1)
+PROTOCOL = int(re.search(r"^PROTOCOL = (\d+)$", LIMITS_PATH.read_text(), re.M).group(1))
+AGENT_VERSION = re.search(r'^AGENT_VERSION = "(.+)"$', LIMITS_PATH.read_text(), re.M).group(1)
 OUTPUT_TYPES = {
     "stream",
     "error",
@@ -43,12 +66,46 @@ OUTPUT_TYPES = {
 }
 
 
-def agent_source():
-    return AGENT_PATH.read_text(encoding="utf-8")
+def agent_modules():
+    """The payload's modules: [(name, source text)] in load order, ``__init__`` last."""
+    names = [*MODULES, "__init__"]
+    return [(name, (AGENT_DIR / f"{name}.py").read_text(encoding="utf-8")) for name in names]
+
+
+def agent_source(modules=None):
+    """The agent payload as the browser sends it (str): the JSON list of [name, text] pairs of
+    ``modules`` (default ``agent_modules()``), written like ``JSON.stringify``."""
+    pairs = [list(pair) for pair in (modules if modules is not None else agent_modules())]
+    return json.dumps(pairs, ensure_ascii=False, separators=(",", ":"))
 
 
 def loader_source():
     return LOADER_PATH.read_text(encoding="utf-8")
+
+
+def load_agent(name="_gpu_hygiene_agent_under_test", modules=None):
+    """Load the agent package in this process the way the loader registers it, under the
+    private package name ``name`` (``sys.modules`` entries ``name`` and ``name.<module>``),
+    without installing it; returns the package object. A package of that name loaded before is
+    replaced."""
+    for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
+        del sys.modules[key]
+    package = types.ModuleType(name)
+    package.__path__ = []
+    package.__package__ = name
+    sys.modules[name] = package
+    for sub, text in modules if modules is not None else agent_modules():
+        path = str(AGENT_DIR / f"{sub}.py")
+        if sub == "__init__":
+            exec(compile(text, path, "exec"), package.__dict__)
+            continue
+        module = types.ModuleType(f"{name}.{sub}")
+        module.__package__ = name
+        module.__file__ = path
+        sys.modules[module.__name__] = module
+        exec(compile(text, path, "exec"), module.__dict__)
+        setattr(package, sub, module)
+    return package
 
 
 def _literal(text):
@@ -58,7 +115,9 @@ def _literal(text):
 
 
 def install_code(config=None, source=None, loader=None):
-    """The code of the browser's silent install request (see src/connection.ts)."""
+    """The code of the browser's silent install request (see src/connection.ts). ``source``:
+    the payload (default ``agent_source()``); with ``loader`` 0.2.0's loader, that version's
+    single file text (test_injection replaces an old agent this way)."""
     config_json = json.dumps(config if config is not None else {"sampleIntervalMs": 1000})
     return "exec({}, {{{}: {}, {}: {}}})".format(
         _literal(loader if loader is not None else loader_source()),

@@ -10,17 +10,19 @@ import sys
 import textwrap
 
 import pytest
-from conftest import AGENT_PATH
+from conftest import ROOT
 
 pytestmark = pytest.mark.timeout(120)
 
 MiB = 2**20
 
+# the agent's device module, from the package loaded as the loader registers it (kernel_driver
+# imports only the standard library at import time)
 PRELUDE = f"""
-import importlib.util, json, os, sys
-spec = importlib.util.spec_from_file_location("_agent_under_test", {str(AGENT_PATH)!r})
-agent = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(agent)
+import json, os, sys
+sys.path.insert(0, {str(ROOT / "test" / "agent")!r})
+from kernel_driver import load_agent
+agent = load_agent("_agent_under_test").devices
 def nvml_pids():
     import pynvml
     return sorted(p.pid for i in range(pynvml.nvmlDeviceGetCount())

@@ -94,7 +94,7 @@ def test_a_failing_agent_internal_becomes_one_error_message(new_kernel):
     comm = kernel.open_comm(300)
     before = kernel.evaluate(ns="sorted(get_ipython().user_ns)")["ns"]
     # break two internals through a silent execute, as another extension might
-    sabotage = f"{AGENT}._inventory = lambda *a: 1 / 0\n{AGENT}.sample = lambda: [][1]"
+    sabotage = f"{AGENT}.inventory.fresh = lambda *a: 1 / 0\n{AGENT}.sample = lambda: [][1]"
     sabotaged = kernel.execute(sabotage, silent=True, store_history=False)
     assert sabotaged.reply["status"] == "ok" and sabotaged.iopub == []
     n_inventory = len(comm.messages("inventory"))
@@ -119,7 +119,7 @@ def test_a_failing_agent_internal_becomes_one_error_message(new_kernel):
     assert after - set(before) - {"_i", "_ii", "_iii"} == {"a", "b", "_i1", "_i2", "_i3"}
 
     # repaired: inventories and samples flow again, the sampler thread survived
-    kernel.execute(f"del {AGENT}._inventory, {AGENT}.sample", silent=True, store_history=False)
+    kernel.execute(f"del {AGENT}.inventory.fresh, {AGENT}.sample", silent=True, store_history=False)
     n_samples = len(comm.messages("sample"))
     kernel.run("c = [3]")
     comm.wait_for("inventory", n_inventory + 1)
@@ -130,7 +130,11 @@ def test_an_inventory_request_that_fails_answers_with_an_error(new_kernel):
     kernel = new_kernel()
     kernel.inject({"sampleIntervalMs": 1000})
     comm = kernel.open_comm(1000)
-    kernel.execute(f"{AGENT}._skip_ids = lambda: {{}}['nope']", silent=True, store_history=False)
+    kernel.execute(
+        f"{AGENT}.inventory.module_dicts.ids = lambda: {{}}['nope']",
+        silent=True,
+        store_history=False,
+    )
     comm.send({"protocol": PROTOCOL, "type": "inventory"})
     (error,) = comm.wait_for("error")
     assert error == {

@@ -1,5 +1,6 @@
 """Injection, idempotence, invariants, comm handshake and the sampler, in a kernel without torch."""
 
+import json
 import time
 
 import pytest
@@ -7,18 +8,23 @@ from conftest import (
     AGENT_VERSION,
     MODULE,
     PROTOCOL,
+    ROOT,
     TARGET,
     THREAD,
+    agent_modules,
     agent_source,
     install_code,
 )
 
 pytestmark = pytest.mark.timeout(120)
 
+# callbacks defined in the agent: its package and submodules, or 0.2.0's single module
 AGENT_HOOKS = (
     "len([c for c in get_ipython().events.callbacks[{event!r}]"
-    " if getattr(getattr(c, '__func__', c), '__module__', None) == {module!r}])"
+    " if (lambda m: m == {module!r} or str(m).startswith({module!r} + '.'))"
+    "(getattr(getattr(c, '__func__', c), '__module__', None))])"
 )
+OLD_AGENT = ROOT / "test" / "agent" / "fixtures" / "agent_0_2_0"
 
 STATE = {
     "ns": "sorted(get_ipython().user_ns)",
@@ -41,7 +47,15 @@ COUNTS = {
     "module_id": f"id(__import__('sys').modules[{MODULE!r}])",
     "version": f"__import__('sys').modules[{MODULE!r}].AGENT_VERSION",
     "load_error": f"__import__('sys').modules[{MODULE!r}].LOAD_ERROR",
+    # sys.modules entries of the agent: the package and its submodules
+    "entries": f"sorted(k for k in __import__('sys').modules if k.split('.')[0] == {MODULE!r})",
 }
+SUBMODULES = sorted([MODULE] + [f"{MODULE}.{name}" for name, _text in agent_modules()[:-1]])
+
+
+def with_module(name, text):
+    """The payload with the text of one module replaced."""
+    return agent_source([(n, text if n == name else t) for n, t in agent_modules()])
 
 
 def test_injection_is_silent_idempotent_and_leaves_the_namespace_alone(new_kernel):
@@ -103,7 +117,8 @@ def test_injection_is_silent_idempotent_and_leaves_the_namespace_alone(new_kerne
 def test_other_version_is_replaced(new_kernel):
     kernel = new_kernel()
     current = f'AGENT_VERSION = "{AGENT_VERSION}"'
-    old_source = agent_source().replace(current, 'AGENT_VERSION = "0.0.9"')
+    limits = dict(agent_modules())["limits"]
+    old_source = with_module("limits", limits.replace(current, 'AGENT_VERSION = "0.0.9"'))
     assert old_source != agent_source()
     kernel.inject({"sampleIntervalMs": 300}, source=old_source)
     old_comm = kernel.open_comm(300)
@@ -132,11 +147,17 @@ def test_other_version_is_replaced(new_kernel):
 
 def test_loader_never_raises_or_prints(new_kernel):
     kernel = new_kernel()
-    broken = kernel.inject(source="def broken(:\n")
+    broken = kernel.inject(source=with_module("walk", "def broken(:\n"))
     assert broken.iopub == []
-    state = kernel.evaluate(err=COUNTS["load_error"], target=COUNTS["target"])
+    state = kernel.evaluate(
+        err=COUNTS["load_error"], target=COUNTS["target"], entries=COUNTS["entries"]
+    )
     assert state["err"].startswith("SyntaxError")
     assert state["target"] is False
+    assert state["entries"] == [MODULE]  # no submodule left behind, only the failure record
+    not_json = kernel.inject(source="def broken(:\n")
+    assert not_json.iopub == []
+    assert kernel.evaluate(err=COUNTS["load_error"])["err"].startswith("JSONDecodeError")
     # bad configuration: installs with the defaults
     code = install_code(source=agent_source()).replace('"CONFIG": ', '"CONFIG": "{", "_": ')
     bad_config = kernel.execute(code, silent=True, store_history=False)
@@ -148,13 +169,123 @@ def test_loader_never_raises_or_prints(new_kernel):
     }
 
 
+def test_a_module_failing_to_load_leaves_the_running_agent_as_it_was(new_kernel):
+    kernel = new_kernel()
+    kernel.inject({"sampleIntervalMs": 300})
+    comm = kernel.open_comm(300)
+    before = kernel.evaluate(
+        module_id=COUNTS["module_id"],
+        agent_id=f"id(__import__('sys').modules[{MODULE!r}]._agent)",
+        entries=COUNTS["entries"],
+        walk_id=f"id(__import__('sys').modules[{MODULE!r} + '.walk'])",
+    )
+    assert before["entries"] == SUBMODULES
+    # another version whose census module raises on import: nothing of it stays
+    failing = with_module("census", "raise ImportError('census is broken')\n")
+    limits = dict(agent_modules())["limits"]
+    newer = limits.replace(f'AGENT_VERSION = "{AGENT_VERSION}"', 'AGENT_VERSION = "9.9.9"')
+    failing = agent_source([(n, newer if n == "limits" else t) for n, t in json.loads(failing)])
+    result = kernel.inject({"sampleIntervalMs": 300}, source=failing)
+    assert result.iopub == []
+    after = kernel.evaluate(
+        module_id=COUNTS["module_id"],
+        agent_id=f"id(__import__('sys').modules[{MODULE!r}]._agent)",
+        entries=COUNTS["entries"],
+        walk_id=f"id(__import__('sys').modules[{MODULE!r} + '.walk'])",
+        err=COUNTS["load_error"],
+        version=COUNTS["version"],
+        **{k: COUNTS[k] for k in ("post_run_cell", "pre_run_cell", "threads", "target")},
+    )
+    assert after["err"] == "ImportError: census is broken"
+    assert after["version"] == AGENT_VERSION
+    for key in ("module_id", "agent_id", "entries", "walk_id"):
+        assert after[key] == before[key], key
+    assert after["post_run_cell"] == after["pre_run_cell"] == after["threads"] == 1
+    assert after["target"] is True
+    # the previous agent still answers
+    n = len(comm.messages("inventory"))
+    kernel.run("x = [1]")
+    comm.wait_for("inventory", n + 1)
+    n_samples = len(comm.messages("sample"))
+    comm.wait_for("sample", n_samples + 2)
+
+
+def test_an_install_that_fails_leaves_nothing_but_the_load_error(new_kernel):
+    kernel = new_kernel()
+    text = dict(agent_modules())["agent"]
+    start = "        self.devices.start()\n"
+    assert start in text
+    failing = text.replace(start, '        raise RuntimeError("start failed")\n')
+    result = kernel.inject(source=with_module("agent", failing))
+    assert result.iopub == []
+    state = kernel.evaluate(
+        err=COUNTS["load_error"],
+        entries=COUNTS["entries"],
+        **{k: COUNTS[k] for k in ("post_run_cell", "pre_run_cell", "threads", "target")},
+    )
+    assert state == {
+        "err": "RuntimeError: start failed",
+        "entries": [MODULE],
+        "post_run_cell": 0,
+        "pre_run_cell": 0,
+        "threads": 0,
+        "target": False,
+    }
+    # and the next payload installs cleanly
+    kernel.inject()
+    counts = kernel.evaluate(**COUNTS)
+    assert counts["load_error"] is None and counts["entries"] == SUBMODULES
+    assert counts["post_run_cell"] == counts["threads"] == 1 and counts["target"] is True
+
+
+def test_a_kernel_running_the_single_file_0_2_0_agent_is_cleanly_replaced(new_kernel):
+    kernel = new_kernel()
+    old_source = (OLD_AGENT / "gpu_hygiene_agent.py").read_text(encoding="utf-8")
+    old_loader = (OLD_AGENT / "loader.py").read_text(encoding="utf-8")
+    kernel.inject({"sampleIntervalMs": 300}, source=old_source, loader=old_loader)
+    old_comm = kernel.open_comm(300)
+    assert old_comm.messages("hello")[0]["agentVersion"] == "0.2.0"
+    old_comm.wait_for("sample", 2)
+    old = kernel.evaluate(
+        entries=COUNTS["entries"],
+        threads=COUNTS["threads"],
+        post_run_cell=COUNTS["post_run_cell"],
+    )
+    assert old == {"entries": [MODULE], "threads": 1, "post_run_cell": 1}
+
+    kernel.inject({"sampleIntervalMs": 300})
+    counts = kernel.evaluate(**COUNTS)
+    assert counts["version"] == AGENT_VERSION
+    assert counts["load_error"] is None
+    assert counts["entries"] == SUBMODULES
+    assert counts["post_run_cell"] == 1 and counts["pre_run_cell"] == 1
+    assert counts["threads"] == 1
+    assert counts["target"] is True
+    # the 0.2.0 agent closed its comm, and is silent from now on
+    deadline = time.monotonic() + 5
+    while not old_comm.closed_by_kernel() and time.monotonic() < deadline:
+        kernel.pump(0.1)
+    assert old_comm.closed_by_kernel()
+    n_old = len(old_comm.messages())
+    new_comm = kernel.open_comm(300)
+    assert new_comm.messages("hello")[0]["agentVersion"] == AGENT_VERSION
+    samples = new_comm.wait_for("sample", 3, timeout=10)
+    seqs = [s["seq"] for s in samples]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    kernel.run("x = 1")
+    new_comm.wait_for("inventory", 2)
+    time.sleep(0.7)
+    assert len(old_comm.messages()) == n_old
+    assert kernel.evaluate(threads=COUNTS["threads"])["threads"] == 1
+
+
 def test_hello_and_samples(module_kernel):
     kernel = module_kernel
     kernel.inject({"sampleIntervalMs": 300})
     comm = kernel.open_comm(300)
     hello = comm.messages("hello")[0]
     assert hello["protocol"] == PROTOCOL
-    assert hello["agentVersion"] == "0.2.0"
+    assert hello["agentVersion"] == "0.3.0"
     assert hello["python"].count(".") == 2
     assert isinstance(hello["pid"], int)
     assert hello["torch"] is None  # torch not imported in this kernel

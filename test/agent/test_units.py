@@ -1,36 +1,44 @@
 """In-process checks of the agent's pure parts and of the clean-cell template (no kernel)."""
 
 import ast
-import importlib.util
 import re
 import sys
 
 import pytest
-from conftest import AGENT_PATH, LOADER_PATH
+from conftest import AGENT_DIR, LOADER_PATH, MODULES, agent_modules, load_agent
 
 pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture(scope="module")
 def agent():
-    spec = importlib.util.spec_from_file_location("_gpu_hygiene_agent_under_test", AGENT_PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The agent package, loaded as the loader registers it (under a private name)."""
+    return load_agent()
 
 
 def test_agent_is_stdlib_only_ascii_and_versioned(agent):
-    text = AGENT_PATH.read_text(encoding="utf-8")
-    assert text.isascii() and LOADER_PATH.read_text(encoding="utf-8").isascii()
-    top_level = set()
-    for node in ast.parse(text).body:
-        if isinstance(node, ast.Import):
-            top_level.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            top_level.add(node.module.split(".")[0])
-    assert top_level <= set(sys.stdlib_module_names), top_level
+    assert LOADER_PATH.read_text(encoding="utf-8").isascii()
+    # every module of the package is in the payload, each once
+    names = [name for name, _text in agent_modules()]
+    assert sorted(names) == sorted(p.stem for p in AGENT_DIR.glob("*.py"))
+    assert len(set(names)) == len(names) and names[-1] == "__init__"
+    for index, (name, text) in enumerate(agent_modules()):
+        assert text.isascii(), name
+        top_level = set()
+        # kernels run Python 3.8 and later: no newer syntax
+        for node in ast.parse(text, feature_version=(3, 8)).body:
+            if isinstance(node, ast.Import):
+                top_level.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                top_level.add(node.module.split(".")[0])
+            elif isinstance(node, ast.ImportFrom):
+                # within the package: only modules loaded before this one (MODULES order)
+                assert node.level == 1, name
+                wanted = [node.module] if node.module else [a.name for a in node.names]
+                assert all(w in MODULES[:index] for w in wanted), (name, wanted)
+        assert top_level <= set(sys.stdlib_module_names), (name, top_level)
     assert re.fullmatch(r"\d+\.\d+\.\d+", agent.AGENT_VERSION)
-    assert agent.COMM_TARGET == "jupyterlab_gpu_hygiene.v1"
+    assert agent.limits.COMM_TARGET == "jupyterlab_gpu_hygiene.v1"
 
 
 UUIDS = ["GPU-aaaa-1111", "GPU-bbbb-2222", "GPU-cccc-3333", None]
@@ -53,7 +61,7 @@ UUIDS = ["GPU-aaaa-1111", "GPU-bbbb-2222", "GPU-cccc-3333", None]
     ],
 )
 def test_cuda_visible_devices_mapping(agent, env, expected):
-    assert agent.cuda_visible_nvml_indices(env, UUIDS) == expected
+    assert agent.devices.cuda_visible_nvml_indices(env, UUIDS) == expected
 
 
 def test_model_stats_counts_shared_storages_once_and_includes_gradients(agent):
@@ -70,18 +78,18 @@ def test_model_stats_counts_shared_storages_once_and_includes_gradients(agent):
             self.view.weight = torch.nn.Parameter(self.embed.weight.data[:4, :4])  # a view
 
     model = Tied()
-    count, storages, has_tensors = agent.model_stats(model)
+    count, storages, has_tensors = agent.models.model_stats(model)
     assert has_tensors
     assert count == 100 * 16 + 16  # unique parameters: embed/head weight once, plus view
-    assert agent._bytes_by_device(storages) == {"cpu": 100 * 16 * 4 + 8 * 8}
+    assert agent.storage.bytes_by_device(storages) == {"cpu": 100 * 16 * 4 + 8 * 8}
     model.embed.weight.grad = torch.zeros_like(model.embed.weight)
-    _, storages, _ = agent.model_stats(model)
-    assert agent._bytes_by_device(storages) == {"cpu": 2 * 100 * 16 * 4 + 8 * 8}
+    _, storages, _ = agent.models.model_stats(model)
+    assert agent.storage.bytes_by_device(storages) == {"cpu": 2 * 100 * 16 * 4 + 8 * 8}
     with torch.device("meta"):
         meta = torch.nn.Linear(1000, 1000)
-    count, storages, has_tensors = agent.model_stats(meta)
+    count, storages, has_tensors = agent.models.model_stats(meta)
     assert (count, storages, has_tensors) == (1000 * 1000 + 1000, {}, True)
-    assert agent.model_stats(torch.nn.ReLU())[2] is False
+    assert agent.models.model_stats(torch.nn.ReLU())[2] is False
 
 
 def test_module_forest_and_labels(agent):
@@ -90,18 +98,18 @@ def test_module_forest_and_labels(agent):
     outer = torch.nn.Sequential(torch.nn.Sequential(inner))
     lone = torch.nn.Conv2d(1, 1, 1)
     live = [(inner, 0), (outer, 1), (lone, 2)]
-    tops, parent = agent.module_forest(live)
+    tops, parent = agent.models.module_forest(live)
     assert [m for m, _ in tops] == [outer, lone]
     assert parent[id(inner)] is outer[0] and parent[id(outer[0])] is outer
-    assert agent.model_family("ultralytics.engine.model") == "ultralytics"
-    assert agent.model_family("transformers.models.bert") == "transformers"
-    assert agent.model_family("torchvision.models.resnet") == "torch"
-    assert agent.model_label(lone, "Conv2d", "torch") == "Conv2d"
+    assert agent.models.model_family("ultralytics.engine.model") == "ultralytics"
+    assert agent.models.model_family("transformers.models.bert") == "transformers"
+    assert agent.models.model_family("torchvision.models.resnet") == "torch"
+    assert agent.models.model_label(lone, "Conv2d", "torch") == "Conv2d"
     wrapper = torch.nn.Module()
     wrapper.cfg = "/models/yolov8s.yaml"
-    assert agent.model_label(wrapper, "YOLO", "ultralytics") == "YOLO (yolov8s.yaml)"
+    assert agent.models.model_label(wrapper, "YOLO", "ultralytics") == "YOLO (yolov8s.yaml)"
     wrapper.cfg, wrapper.ckpt_path = None, "runs/weights/best.pt"
-    assert agent.model_label(wrapper, "YOLO", "ultralytics") == "YOLO (best.pt)"
+    assert agent.models.model_label(wrapper, "YOLO", "ultralytics") == "YOLO (best.pt)"
 
 
 def test_oom_messages_of_both_torch_wordings_are_parsed(agent):
@@ -111,7 +119,7 @@ def test_oom_messages_of_both_torch_wordings_are_parsed(agent):
         " of which 3.19 MiB is free. Including non-PyTorch memory, this process has 79.18 GiB"
         " memory in use."
     )
-    assert agent.parse_oom_message(new) == {
+    assert agent.oom.parse_oom_message(new) == {
         "requested": 20 * mib,
         "gpu": 0,
         "total": int(79.19 * gib),
@@ -121,7 +129,7 @@ def test_oom_messages_of_both_torch_wordings_are_parsed(agent):
         "CUDA out of memory. Tried to allocate 512.00 KiB (GPU 3; 10.76 GiB total capacity;"
         " 9.84 GiB already allocated; 17.56 MiB free; 9.90 GiB reserved in total by PyTorch)"
     )
-    assert agent.parse_oom_message(old) == {
+    assert agent.oom.parse_oom_message(old) == {
         "requested": 512 * 1024,
         "gpu": 3,
         "total": int(10.76 * gib),
@@ -129,9 +137,9 @@ def test_oom_messages_of_both_torch_wordings_are_parsed(agent):
     }
     # no figures (the old RuntimeError "CUDA error: out of memory"), and not a str at all
     empty = {"requested": None, "gpu": None, "total": None, "free": None}
-    assert agent.parse_oom_message("CUDA error: out of memory") == empty
-    assert agent.parse_oom_message(None) == empty
-    assert agent.parse_oom_message("Tried to allocate 1.5 GB")["requested"] == int(1.5 * gib)
+    assert agent.oom.parse_oom_message("CUDA error: out of memory") == empty
+    assert agent.oom.parse_oom_message(None) == empty
+    assert agent.oom.parse_oom_message("Tried to allocate 1.5 GB")["requested"] == int(1.5 * gib)
 
 
 def test_only_cuda_out_of_memory_errors_count(agent):
@@ -141,12 +149,12 @@ def test_only_cuda_out_of_memory_errors_count(agent):
     class Sub(OutOfMemoryError):
         pass
 
-    assert agent._is_cuda_oom(OutOfMemoryError("anything"))
-    assert agent._is_cuda_oom(Sub("anything"))
-    assert agent._is_cuda_oom(RuntimeError("CUDA error: out of memory"))
-    assert not agent._is_cuda_oom(MemoryError("out of memory"))
-    assert not agent._is_cuda_oom(RuntimeError("MPS backend out of memory"))
-    assert not agent._is_cuda_oom("CUDA out of memory")
+    assert agent.oom.is_cuda_oom(OutOfMemoryError("anything"))
+    assert agent.oom.is_cuda_oom(Sub("anything"))
+    assert agent.oom.is_cuda_oom(RuntimeError("CUDA error: out of memory"))
+    assert not agent.oom.is_cuda_oom(MemoryError("out of memory"))
+    assert not agent.oom.is_cuda_oom(RuntimeError("MPS backend out of memory"))
+    assert not agent.oom.is_cuda_oom("CUDA out of memory")
 
 
 def test_edge_labels_name_each_hop_without_running_user_code(agent):
@@ -158,15 +166,15 @@ def test_edge_labels_name_each_hop_without_running_user_code(agent):
     box = Box()
     attrs = object.__getattribute__(box, "__dict__")
     attrs["net"] = child
-    assert agent._edge_label(attrs, child, box) == ".net"
-    assert agent._edge_label(box, attrs, None) == ""
-    assert agent._edge_label({"a b": child}, child, None) == "['a b']"
-    assert agent._edge_label({3: child}, child, None) == "[3]"
-    assert agent._edge_label({child: 1}, child, None) == "<key>"
-    assert agent._edge_label([None, child], child, None) == "[1]"
-    assert agent._edge_label((child,), child, None) == "[0]"
-    assert agent._edge_label({child}, child, None) == "{\u2026}"
-    assert agent._edge_label(object(), child, None) == "<ref>"
+    assert agent.paths.edge_label(attrs, child, box) == ".net"
+    assert agent.paths.edge_label(box, attrs, None) == ""
+    assert agent.paths.edge_label({"a b": child}, child, None) == "['a b']"
+    assert agent.paths.edge_label({3: child}, child, None) == "[3]"
+    assert agent.paths.edge_label({child: 1}, child, None) == "<key>"
+    assert agent.paths.edge_label([None, child], child, None) == "[1]"
+    assert agent.paths.edge_label((child,), child, None) == "[0]"
+    assert agent.paths.edge_label({child}, child, None) == "{\u2026}"
+    assert agent.paths.edge_label(object(), child, None) == "<ref>"
 
 
 def test_a_finished_frame_names_its_locals(agent):
@@ -179,5 +187,5 @@ def test_a_finished_frame_names_its_locals(agent):
     except ValueError as exc:
         frame = exc.__traceback__.tb_next.tb_frame
         activation = exc.args[0]
-    assert agent._frame_local_label(frame, activation) == ".activation"
-    assert agent._frame_local_label(frame, object()) == "<local>"
+    assert agent.paths.frame_local_label(frame, activation) == ".activation"
+    assert agent.paths.frame_local_label(frame, object()) == "<local>"

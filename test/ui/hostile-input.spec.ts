@@ -138,7 +138,7 @@ def junk(i):
     return msg
 
 for i in range(1000):
-    agent._send(comm, junk(i))
+    agent.transport.send(comm, junk(i))
 print(i + 1)`;
 
 test('1000 malformed messages through the real comm: dropped, counted, logged once', async ({
@@ -313,7 +313,7 @@ test('agent errors show once in the gauge tooltip and never in a cell output', a
     await silentExecute(
       page,
       [
-        `${agent}._inventory = lambda *a: 1 / 0`,
+        `${agent}.inventory.fresh = lambda *a: 1 / 0`,
         `${agent}.devices.sample = lambda on_error=None: (on_error(RuntimeError("NVML: Driver Not Loaded")), [])[1]`
       ].join('\n')
     )

@@ -7,14 +7,15 @@
  */
 import type { Page } from '@playwright/test';
 
-/** The agent's module in `sys.modules`, its comm target and sampler thread. */
+/** The agent's package in `sys.modules`, its comm target and sampler thread. */
 export const MODULE = '_jupyterlab_gpu_hygiene_agent';
 export const TARGET = 'jupyterlab_gpu_hygiene.v1';
 export const THREAD = 'gpu-hygiene-sampler';
 
+/** Callbacks defined in the agent: in its package or one of its submodules. */
 const AGENT_HOOKS = (event: string) =>
   `len([c for c in get_ipython().events.callbacks['${event}']` +
-  ` if getattr(getattr(c, '__func__', c), '__module__', None) == '${MODULE}'])`;
+  ` if str(getattr(getattr(c, '__func__', c), '__module__', None)).split('.')[0] == '${MODULE}'])`;
 
 /** Python expressions (each an int) for the kernel side of the agent. */
 export const KERNEL_COUNTS: Record<string, string> = {

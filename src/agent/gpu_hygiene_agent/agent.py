@@ -1,0 +1,396 @@
+"""The running agent: wires the tracker, the inventory builder, the device sampler, the sampler
+thread and the comms to IPython's hooks and to the comm target; and ``install`` /
+``uninstall``, which the loader and a newer copy of the agent call."""
+
+import contextlib
+import itertools
+import os
+import sys
+import time
+
+from . import clean, inventory, oom
+from .devices import DeviceSampler
+from .limits import (
+    AGENT_VERSION,
+    CLEAN_MARKER,
+    COMM_TARGET,
+    MAX_PENDING_ERRORS,
+    MIN_INTERVAL_MS,
+    MODULE_NAME,
+    PROTOCOL,
+)
+from .sampler import SamplerThread
+from .tracker import ModuleTracker
+from .transport import Transport, check_message
+from .util import describe, torch_module, vars_of
+
+# The package object this copy was loaded into (the loader registers it in sys.modules before
+# it runs the submodules): it holds ``_agent`` and ``_install_errors``.
+_package = sys.modules[__package__]
+
+
+def user_cell(info):
+    """Whether an IPython run is a user's cell (bool). Another extension's probe (a variable
+    inspector's query after each cell) runs with ``store_history=False``; IPython skips the
+    cell hooks only for ``silent=True``, so the agent tells them apart itself."""
+    return getattr(info, "store_history", True) is not False
+
+
+class Agent:
+    """One installed agent: comm target, IPython hooks, sampler thread, module tracker."""
+
+    def __init__(self, shell, config):
+        self.shell = shell
+        self.kernel = shell.kernel
+        self.comm_manager = self.kernel.comm_manager
+        self.busy = False
+        self.tracker = ModuleTracker()
+        self.transport = Transport()
+        self.comms = self.transport.comms  # comm_id -> comm (the transport's dict)
+        self.sampler = SamplerThread(self, self._tick)
+        self.stop_event = self.sampler.stop_event
+        self.sample_seq = itertools.count(1)
+        self.clean_snapshot = None
+        self.devices = DeviceSampler()
+        self.pid = os.getpid()
+        own = (self, self.kernel, self.comm_manager, self.tracker, self.comms, self.transport)
+        self.inventory = inventory.Inventory(
+            shell, self.tracker, frozenset(map(id, own)), self._inventory_error
+        )
+        self.configure(config)
+
+    # ---- lifecycle
+
+    def start(self):
+        """Initialise NVML, register the comm target and hooks, start the sampler."""
+        self.devices.start()
+        self.ensure_tracking()
+        self.ensure()
+
+    def ensure(self):
+        """Make sure exactly one of each: comm target, pre/post_run_cell hook, sampler thread."""
+        if self.comm_manager.targets.get(COMM_TARGET) != self.on_comm_open:
+            self.comm_manager.register_target(COMM_TARGET, self.on_comm_open)
+        events = self.shell.events
+        for name, fn in self._hooks():
+            callbacks = events.callbacks.get(name, [])
+            while callbacks.count(fn) > 1:
+                callbacks.remove(fn)
+            if fn not in callbacks:
+                events.register(name, fn)
+        self.sampler.ensure()
+
+    def _hooks(self):
+        return (("pre_run_cell", self.pre_run_cell), ("post_run_cell", self.post_run_cell))
+
+    def alive(self):
+        """Whether the sampler runs (bool)."""
+        return self.sampler.alive()
+
+    def stop(self):
+        """Undo ``start``: hooks, comm target, thread, torch hooks; close the open comms."""
+        self.sampler.stop_event.set()
+        self.sampler.wake()
+        events = self.shell.events
+        for name, fn in self._hooks():
+            callbacks = events.callbacks.get(name, [])
+            while fn in callbacks:
+                callbacks.remove(fn)
+        with contextlib.suppress(Exception):
+            if self.comm_manager.targets.get(COMM_TARGET) == self.on_comm_open:
+                self.comm_manager.unregister_target(COMM_TARGET, self.on_comm_open)
+        self.transport.close_all()
+        self.tracker.stop()
+        self.sampler.stop()
+        self.devices.stop()
+
+    def configure(self, config):
+        """Apply a ``configure`` body / loader config: ``sampleIntervalMs`` (int ms, min 250)."""
+        if not config:
+            return
+        if not isinstance(config, dict):
+            raise TypeError("configuration must be an object")
+        if "sampleIntervalMs" in config:
+            value = config["sampleIntervalMs"]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+                raise ValueError(f"sampleIntervalMs must be a number, got {value!r}"[:200])
+            self.sampler.interval_ms = max(MIN_INTERVAL_MS, int(value))
+            self.sampler.wake()
+
+    # ---- messaging
+
+    def broadcast(self, payload):
+        """Send ``payload`` to every open comm; a comm that fails is dropped."""
+        self.transport.broadcast(payload)
+
+    def error(self, where, exc):
+        """Report an exception (or a message str) as an ``error`` message, once per comm."""
+        self.transport.error(where, exc)
+
+    def on_comm_open(self, comm, msg):
+        """Comm target: remember the comm, apply its ``configure`` data, answer ``hello`` and
+        ``inventory``."""
+        try:
+            comm.on_msg(self.on_comm_msg)
+            comm.on_close(self.on_comm_close)
+            self.transport.send(comm, self.hello())
+            # Only now does the sampler see the comm: hello is always its first message.
+            self.transport.add(comm)
+            data = msg.get("content", {}).get("data") or {}
+            try:
+                check_message(data)
+                if data.get("type") == "configure":
+                    self.configure(data)
+            except Exception as exc:
+                self.error("comm", exc)
+            self.transport.flush(_package._install_errors)
+            self.ensure_tracking()
+            message = self.build_inventory(None)
+            if message is not None:
+                self.transport.send(comm, message)
+            self.sampler.wake()
+        except (Exception, KeyboardInterrupt) as exc:
+            self.error("comm", exc)
+
+    def on_comm_msg(self, msg):
+        """Handle ``configure`` and ``inventory`` requests from the browser."""
+        try:
+            content = msg.get("content", {})
+            data = content.get("data") or {}
+            check_message(data)
+            kind = data.get("type")
+            if kind == "configure":
+                self.configure(data)
+            elif kind == "inventory":
+                self.ensure_tracking()
+                message = self.build_inventory(None)
+                comm = self.comms.get(content.get("comm_id"))
+                if message is not None and comm is not None:
+                    self.transport.send(comm, message)
+            else:
+                raise ValueError(f"unknown message type {kind!r}"[:200])
+        except (Exception, KeyboardInterrupt) as exc:
+            self.error("comm", exc)
+
+    def on_comm_close(self, msg):
+        """Forget a comm the browser closed."""
+        try:
+            self.transport.forget(msg.get("content", {}).get("comm_id"))
+        except Exception as exc:
+            self.error("comm", exc)
+
+    def hello(self):
+        """The ``hello`` message (dict)."""
+        torch = torch_module()
+        version = None
+        if torch is not None:
+            version = getattr(torch, "__version__", None)
+            version = str(version) if version is not None else None
+        return {
+            "protocol": PROTOCOL,
+            "type": "hello",
+            "agentVersion": AGENT_VERSION,
+            "python": sys.version.split()[0],
+            "pid": self.pid,
+            "torch": version,
+            "nvml": self.devices.nvml is not None,
+            "nvmlError": self.devices.nvml_error,
+            "devices": self.devices.describe(),
+        }
+
+    # ---- IPython hooks
+
+    def pre_run_cell(self, info=None):
+        """``pre_run_cell``: busy; snapshot models before a clean cell. Not for a probe
+        without history (``user_cell``)."""
+        try:
+            if not user_cell(info):
+                return
+            self.busy = True
+            self.sampler.wake()
+            raw = getattr(info, "raw_cell", None)
+            self.clean_snapshot = None
+            if isinstance(raw, str) and CLEAN_MARKER in raw and self.comms:
+                self.ensure_tracking()
+                tops = self.inventory.forests.forest().tops
+                self.clean_snapshot = clean.snapshot(tops, self._clean_error)
+                del tops
+        except (Exception, KeyboardInterrupt) as exc:
+            self.error("clean", exc)
+
+    def post_run_cell(self, result=None):
+        """``post_run_cell``: idle; send ``inventory`` (and ``cleaned`` after a clean cell).
+        Not for a probe without history (``user_cell``)."""
+        try:
+            if not user_cell(getattr(result, "info", None)):
+                return
+            self.busy = False
+            self.sampler.wake()
+            snapshot, self.clean_snapshot = self.clean_snapshot, None
+            if not self.comms:
+                return
+            self.ensure_tracking()
+            count = getattr(result, "execution_count", None)
+            count = count if isinstance(count, int) and not isinstance(count, bool) else None
+            message = self.build_inventory(count, reuse=snapshot is None)
+            if message is not None:
+                self.broadcast(message)
+            error = vars_of(result).get("error_in_exec") if result is not None else None
+            if message is not None and oom.is_cuda_oom(error):
+                try:
+                    self.broadcast(oom.oom_message(error, count, message, self.devices, self.pid))
+                except Exception as exc:
+                    self.error("inventory", exc)
+            if snapshot is not None:
+                try:
+                    self.broadcast(self._cleaned(snapshot, count))
+                except Exception as exc:
+                    self.error("clean", exc)
+        except (Exception, KeyboardInterrupt) as exc:
+            self.error("inventory", exc)
+
+    def _cleaned(self, snapshot, count):
+        tops = self.inventory.forests.forest().tops
+        after = clean.models_left(tops)
+        del tops
+        return clean.cleaned(snapshot, after, count)
+
+    def ensure_tracking(self):
+        """Start module tracking once torch has been imported (by the user)."""
+        try:
+            if self.tracker.active and not self.tracker.rescan_each_time:
+                return
+            torch = torch_module()
+            if torch is None:
+                return
+            if self.tracker.rescan_each_time:
+                self.tracker.scan(torch)
+            else:
+                self.tracker.start(torch)
+        except Exception as exc:
+            self.error("inventory", exc)
+
+    # ---- samples and inventories
+
+    def _tick(self):
+        """One turn of the sampler thread: a ``sample`` to every open comm."""
+        if self.comms:
+            try:
+                payload = self.sample()
+            except Exception as exc:
+                self.error("sample", exc)
+            else:
+                self.broadcast(payload)
+
+    def sample(self):
+        """The ``sample`` message (dict): NVML and torch allocator figures, in bytes."""
+        return {
+            "protocol": PROTOCOL,
+            "type": "sample",
+            "t": time.time(),
+            "seq": next(self.sample_seq),
+            "busy": bool(self.busy),
+            "devices": self.devices.sample(self._nvml_error),
+        }
+
+    def build_inventory(self, execution_count, reuse=False):
+        """The ``inventory`` message (dict), or None (an ``error`` was sent): see
+        ``inventory.Inventory.build``."""
+        return self.inventory.build(execution_count, reuse)
+
+    def _nvml_error(self, exc):
+        self.error("nvml", exc)
+
+    def _inventory_error(self, exc):
+        self.error("inventory", exc)
+
+    def _clean_error(self, exc):
+        self.error("clean", exc)
+
+
+# --------------------------------------------------------------------------------------------
+# what the loader calls
+
+
+def _is_ours(module):
+    """Whether a ``__module__`` is the agent's: the package, a submodule, or 0.2.0's module."""
+    prefix = MODULE_NAME + "."
+    return module == MODULE_NAME or (isinstance(module, str) and module.startswith(prefix))
+
+
+def _sweep(shell):
+    """Remove hooks and the comm target left by any other copy of the agent (another version
+    whose ``uninstall`` failed or did not exist): callbacks defined in the single-file module
+    ``_jupyterlab_gpu_hygiene_agent`` of 0.2.0 and before, or in any of its submodules."""
+    for callbacks in list(shell.events.callbacks.values()):
+        for fn in list(callbacks):
+            func = getattr(fn, "__func__", fn)
+            if _is_ours(getattr(func, "__module__", None)):
+                with contextlib.suppress(ValueError):
+                    callbacks.remove(fn)
+    targets = shell.kernel.comm_manager.targets
+    if targets.get(COMM_TARGET) is not None:
+        targets.pop(COMM_TARGET, None)
+
+
+def _keep(agent, config):
+    """Keep a running agent of this version: new config, missing parts repaired."""
+    try:
+        agent.configure(config)
+    except Exception as exc:
+        agent.error("install", exc)
+    agent.ensure()
+    return "kept"
+
+
+def install(config=None, previous=None):
+    """Install the agent in the running IPython kernel; never raises.
+
+    ``config``: dict from the loader (``{"sampleIntervalMs": int}``). ``previous``: the package
+    (or 0.2.0 module) object that was in ``sys.modules`` before the loader ran (or None). A
+    running agent of the same version is kept: it gets the config and is repaired if a part
+    is missing, and the loader puts ``previous`` and its submodules back in ``sys.modules``.
+    Another version is uninstalled first (its comms are closed, so the browser opens a new
+    one). Returns ``"kept"``, ``"installed"`` or ``"failed"`` (the error is sent to the first
+    comm that opens).
+    """
+    errors = _package._install_errors
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is None or getattr(shell, "kernel", None) is None:
+            raise RuntimeError("not running in an IPython kernel")
+        if previous is not None and previous is not _package:
+            prev_agent = getattr(previous, "_agent", None)
+            same = getattr(previous, "AGENT_VERSION", None) == AGENT_VERSION
+            if same and prev_agent is not None and not prev_agent.stop_event.is_set():
+                return _keep(prev_agent, config)
+            uninstall_previous = getattr(previous, "uninstall", None)
+            if callable(uninstall_previous):
+                with contextlib.suppress(Exception):
+                    uninstall_previous()
+        elif _package._agent is not None and not _package._agent.stop_event.is_set():
+            return _keep(_package._agent, config)  # install() again on this very package
+        _sweep(shell)
+        agent = Agent(shell, None)
+        try:
+            agent.configure(config)
+        except Exception as exc:
+            errors.append(("install", describe(exc)))
+        _package._agent = agent
+        agent.start()
+        return "installed"
+    except Exception as exc:
+        if len(errors) < MAX_PENDING_ERRORS:
+            errors.append(("install", describe(exc)))
+        return "failed"
+
+
+def uninstall():
+    """Stop the running agent of this package (hooks, comm target, thread, comms); never
+    raises."""
+    agent, _package._agent = _package._agent, None
+    if agent is not None:
+        with contextlib.suppress(Exception):
+            agent.stop()

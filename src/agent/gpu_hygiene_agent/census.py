@@ -1,0 +1,404 @@
+"""The census of one inventory: from what each root reaches (``walk.Reach``) and the forest of
+models to the ``models`` (with holders and parts), ``roots`` (bytes per root, every storage
+counted once), ``unattributed``, ``tensors`` (loose tensors) and ``graphs`` of the message.
+
+``build`` runs the steps in order; each step is a function of what the earlier ones
+returned. The roots are gone through three times: who reaches what (``attribute``), the parts
+and kept storages of each model (``collect_parts``), the bytes per root (``tally_roots``)."""
+
+from typing import NamedTuple
+
+from . import devices, graphs, models
+from .limits import (
+    BIG_TENSOR,
+    HIDDEN_HOLDER,
+    MAX_HOLDERS,
+    MAX_MODELS,
+    MAX_PARTS,
+    MAX_ROOTS,
+    MAX_TENSORS,
+    UNKNOWN_HOLDER,
+)
+from .storage import bytes_by_device
+from .util import short
+
+
+class Via(NamedTuple):
+    """How a top-level model is reached only through another model."""
+
+    key: int  # id of the top-level model above
+    path: str  # path suffix from it
+
+
+class Holders(NamedTuple):
+    """Who reaches each top-level model and each storage (``attribute``)."""
+
+    paths: dict  # id(top) -> {(kind, name): holder path}
+    direct: set  # ids of tops some root reaches not through another model
+    via_of: dict  # id(top) -> Via
+    reached: dict  # StorageKey -> {(kind, name)} of the roots whose walk reached it
+
+
+class Parts(NamedTuple):
+    """Parts and kept storages of the listed models (``collect_parts``)."""
+
+    lists: dict  # id(listed model) -> [part dict]
+    keeps: dict  # id(listed model) -> {StorageKey: nbytes}: own storages and parts
+
+
+class Loose(NamedTuple):
+    """A big tensor under no model, for ``tensors``."""
+
+    nbytes: int
+    kind: str  # the root's kind
+    path: str  # holder name + path suffix
+    meta: dict  # paths.tensor_meta
+
+
+class RootTally:
+    """Bytes of one root while ``tally_roots`` counts them."""
+
+    __slots__ = ("by_device", "models", "tensors")
+
+    def __init__(self):
+        self.by_device = {}  # device -> bytes first attributed to this root
+        self.models = set()  # ids of the listed models it reaches
+        self.tensors = 0  # storages under no model first attributed to it
+
+
+class Census(NamedTuple):
+    models: list
+    roots: list
+    unattributed: dict
+    tensors: list
+    graphs: list
+    cut: bool  # a message bound or a graph search bound was hit
+    graphless: dict  # the graph search's memo for the next inventory
+
+
+def owner_finder(parent):
+    """``owner(module)``: the top-level model a module belongs to (``parent``: Forest.parent)."""
+
+    def owner(module):
+        current = module
+        hops = 0
+        while id(current) in parent and hops < 10000:
+            current = parent[id(current)]
+            hops += 1
+        return current
+
+    return owner
+
+
+def attribute(roots, owner):
+    """``Holders`` of the roots ([(kind, name, Reach)] in attribution order)."""
+    paths = {}
+    direct = set()
+    via_of = {}
+    reached = {}
+    for kind, name, found in roots:
+        for module, suffix, via, rel in found.modules:
+            top = owner(module)
+            paths.setdefault(id(top), {}).setdefault((kind, name), name + suffix)
+            via_top = owner(via) if via is not None else None
+            if via_top is None or via_top is top:
+                direct.add(id(top))
+            elif id(top) not in via_of:
+                via_of[id(top)] = Via(id(via_top), rel)
+        for storage in found.storages:
+            reached.setdefault(storage, set()).add((kind, name))
+    return Holders(paths, direct, via_of, reached)
+
+
+def lister(holders):
+    """``listed(key)``: the listed model a top belongs to (its own id when it is listed)."""
+    via_of = holders.via_of
+    direct = holders.direct
+
+    def listed(key, hops=0):
+        while key in via_of and key not in direct and hops < 100:
+            key = via_of[key].key
+            hops += 1
+        return key
+
+    return listed
+
+
+def is_optimizer(obj, torch):
+    try:
+        return isinstance(obj, torch.optim.Optimizer)
+    except Exception:
+        return False
+
+
+def collect_parts(tops, stats, roots, listed, via_of, params, torch):
+    """``Parts``: models and tensors under a listed model, each storage counted once.
+    ``stats``: {id(top): ModelStats}; ``params``: the storages of every live model."""
+    lists = {}
+    counted = {}  # id(listed) -> set of storage keys already in its bytes or parts
+    keeps = {}
+    for module, _order in tops:
+        key = id(module)
+        if key not in stats or not stats[key].has_tensors or listed(key) != key:
+            continue
+        counted[key] = set(stats[key].storages)
+        lists[key] = []
+        keeps[key] = dict(stats[key].storages)
+    for module, _order in tops:
+        key = id(module)
+        home = listed(key)
+        if home == key or home not in counted or key not in stats or not stats[key].has_tensors:
+            continue
+        storages = stats[key].storages
+        fresh = {k: n for k, n in storages.items() if k not in counted[home]}
+        counted[home].update(storages)
+        path = via_of[key].path.lstrip(".")
+        lists[home].append(
+            {
+                "path": short(path or type(module).__name__),
+                "kind": "model",
+                "className": short(type(module).__name__),
+                "bytes": bytes_by_device(fresh),
+            }
+        )
+    groups = {}  # (id(listed), id(group)) -> part dict
+    for _kind, _name, found in roots:
+        for storage, (nbytes, via, group, _big) in found.storages.items():
+            if via is None:
+                continue
+            home = listed(via)
+            if home in keeps:
+                keeps[home][storage] = nbytes
+            # a storage of a live model's own tensors is that model's, wherever found
+            if group is None or home not in counted or storage in counted[home]:
+                continue
+            if storage in params:
+                continue
+            counted[home].add(storage)
+            part = groups.get((home, id(group.obj)))
+            if part is None:
+                part = groups[(home, id(group.obj))] = _group_part(group, torch)
+                lists[home].append(part)
+            device = storage[0]
+            part["bytes"][device] = part["bytes"].get(device, 0) + nbytes
+    for module, _order in tops:
+        key = id(module)
+        home = listed(key)
+        if home != key and home in keeps and key in stats:
+            keeps[home].update(stats[key].storages)
+    return Parts(lists, keeps)
+
+
+def _group_part(group, torch):
+    obj = group.obj
+    return {
+        "path": short(group.path.lstrip(".") or type(obj).__name__),
+        "kind": "optimizer" if is_optimizer(obj, torch) else "tensor",
+        "className": short(type(obj).__name__),
+        "bytes": {},
+    }
+
+
+def model_entries(tops, stats, holders, parts, truncated):
+    """(models, cut): the ``models`` of the message, oldest first, at most ``MAX_MODELS``
+    (the largest kept; ``cut`` when some were left out)."""
+    out = []
+    for module, order in tops:
+        key = id(module)
+        if key not in parts.lists:
+            continue
+        entry = model_entry(
+            module,
+            order,
+            holders.paths.get(key, {}),
+            stats[key],
+            parts.lists[key][:MAX_PARTS],
+            truncated,
+        )
+        if entry is not None:
+            out.append(entry)
+    if len(out) <= MAX_MODELS:
+        return out, False
+    # keep the largest; the rest is said to be cut
+    out.sort(key=lambda m: sum(m["bytes"].values()), reverse=True)
+    del out[MAX_MODELS:]
+    out.sort(key=lambda m: m["order"])
+    return out, True
+
+
+_KIND_ORDER = {"variable": 0, "output": 1, "traceback": 2}
+
+
+def model_entry(module, order, holder_paths, stats, parts, truncated=False):
+    """One entry of ``models`` (dict), or None for a model without parameters or buffers.
+    ``holder_paths``: {(kind, name): path}; ``stats``: its ModelStats; ``parts``: [part]."""
+    cls = type(module)
+    class_name = getattr(cls, "__name__", "Module")
+    cls_module = getattr(cls, "__module__", "") or ""
+    if not isinstance(cls_module, str):
+        cls_module = ""
+    if not stats.has_tensors:
+        return None
+    family = models.model_family(cls_module)
+    pairs = sorted(holder_paths.items(), key=lambda p: _KIND_ORDER.get(p[0][0], 3))
+    holders = [
+        {"kind": kind, "name": short(name), "path": short(path)}
+        for (kind, name), path in pairs[:MAX_HOLDERS]
+    ]
+    unknown = False
+    if not holders:
+        # Nothing reached it. After a cut walk that proves nothing: a name may still hold it,
+        # so it is not called stale (nothing offers to free it).
+        unknown = truncated
+        name = UNKNOWN_HOLDER if unknown else HIDDEN_HOLDER
+        holders = [{"kind": "hidden", "name": name, "path": name}]
+    return {
+        "id": hex(id(module)),
+        "order": order,
+        "className": short(class_name),
+        "module": short(cls_module),
+        "family": family,
+        "label": short(models.model_label(module, class_name, family)),
+        "parameters": stats.parameters,
+        "bytes": bytes_by_device(stats.storages),
+        # small tensor groups (a stride, a loss's constants) are counted in the roots' bytes
+        # but not listed
+        "parts": [
+            p for p in parts if p["kind"] != "tensor" or sum(p["bytes"].values()) >= BIG_TENSOR
+        ],
+        "holders": holders,
+        "stale": not unknown and not any(h["kind"] == "variable" for h in holders),
+    }
+
+
+def tally_roots(roots, keeps, listed, owner, params, graph_storages):
+    """Bytes per root, every storage counted once, in root order: ({(kind, name):
+    RootTally}, attributed storages, {storage: Loose})."""
+    attributed = set()
+    per_root = {}
+    loose = {}
+    for kind, name, found in roots:
+        tally = per_root.get((kind, name))
+        if tally is None:
+            tally = per_root[(kind, name)] = RootTally()
+        kept = {}
+        for module, _suffix, _via, _rel in found.modules:
+            home = listed(id(owner(module)))
+            if home in keeps:
+                tally.models.add(home)
+                kept.update(keeps[home])
+        for storage, (nbytes, via, _group, big) in found.storages.items():
+            if via is None and storage not in params:
+                kept[storage] = nbytes
+                if storage not in attributed:
+                    tally.tensors += 1
+                if big is not None and storage not in loose:
+                    loose[storage] = Loose(nbytes, kind, name + big.path, big.meta)
+        if kind == "variable":
+            kept.update(graph_storages.get(name, {}))
+        by_device = tally.by_device
+        for storage, nbytes in kept.items():
+            if storage not in attributed:
+                attributed.add(storage)
+                by_device[storage[0]] = by_device.get(storage[0], 0) + nbytes
+    return per_root, attributed, loose
+
+
+def root_rows(per_root, keeps, holders, attributed, truncated):
+    """(roots, cut): the ``roots`` of the message, largest first, at most ``MAX_ROOTS``; the
+    models no root reaches are one ``hidden`` row."""
+    hidden = {}
+    hidden_models = set()
+    for key, keep in keeps.items():
+        if key in holders.paths:
+            continue
+        hidden_models.add(key)
+        for storage, nbytes in keep.items():
+            if storage not in attributed:
+                attributed.add(storage)
+                hidden[storage[0]] = hidden.get(storage[0], 0) + nbytes
+    rows = []
+    for (kind, name), tally in per_root.items():
+        if tally.by_device or tally.models:
+            rows.append(
+                {
+                    "kind": kind,
+                    "name": short(name),
+                    "bytes": tally.by_device,
+                    "models": len(tally.models),
+                    "tensors": tally.tensors,
+                }
+            )
+    if hidden_models:
+        rows.append(
+            {
+                "kind": "hidden",
+                "name": UNKNOWN_HOLDER if truncated else HIDDEN_HOLDER,
+                "bytes": hidden,
+                "models": len(hidden_models),
+                "tensors": 0,
+            }
+        )
+    rows.sort(key=lambda r: sum(r["bytes"].values()), reverse=True)
+    cut = len(rows) > MAX_ROOTS
+    del rows[MAX_ROOTS:]
+    return rows, cut
+
+
+def unattributed(rows, memory):
+    """{device: allocated bytes no root row accounts for} (``memory``: devices.torch_memory())."""
+    out = {}
+    for device, (allocated, _reserved) in (memory or {}).items():
+        total = sum(r["bytes"].get(device, 0) for r in rows)
+        out[device] = max(0, allocated - total)
+    return out
+
+
+def loose_tensors(loose):
+    """The ``tensors`` of the message: the largest loose tensors, at most ``MAX_TENSORS``."""
+    largest = sorted(loose.items(), key=lambda item: item[1].nbytes, reverse=True)
+    return [
+        {
+            "path": short(entry.path),
+            "kind": entry.kind,
+            "device": storage[0],
+            "bytes": entry.nbytes,
+            **entry.meta,
+        }
+        for storage, entry in largest[:MAX_TENSORS]
+    ]
+
+
+def build(roots, truncated, cuda, torch, variables, forest, stats_cache, graphless, on_error):
+    """The ``Census``. ``roots``: [(kind, name, Reach)] in attribution order; ``variables``: the
+    user variables [(name, value)]; ``forest``: models.Forest; ``stats_cache``:
+    models.StatsCache; ``graphless``: the graph search's memo of the last inventory;
+    ``on_error(exc)``: where a model that cannot be measured is reported."""
+    tops, parent = forest
+    owner = owner_finder(parent)
+    holders = attribute(roots, owner)
+    listed = lister(holders)
+    stats = stats_cache.measure(tops, on_error)
+    params = {}
+    for entry in stats.values():
+        params.update(entry.storages)
+    found = graphs.graph_holders(torch, variables, params, holders.reached, graphless)
+    graph_storages = {}  # variable name -> {storage: nbytes} its graphs keep
+    for graph in found.graphs:
+        graph_storages[graph["name"]] = graph.pop("storages")
+    parts = collect_parts(tops, stats, roots, listed, holders.via_of, params, torch)
+    model_list, models_cut = model_entries(tops, stats, holders, parts, truncated)
+    per_root, attributed, loose = tally_roots(
+        roots, parts.keeps, listed, owner, params, graph_storages
+    )
+    rows, rows_cut = root_rows(per_root, parts.keeps, holders, attributed, truncated)
+    memory = devices.torch_memory() if cuda else None
+    return Census(
+        model_list,
+        rows,
+        unattributed(rows, memory),
+        loose_tensors(loose),
+        found.graphs,
+        models_cut or rows_cut or found.cut,
+        found.graphless,
+    )

@@ -1,0 +1,184 @@
+"""Building the ``inventory`` message: reuse the last one while the fingerprint is unchanged,
+else walk the roots and take the census. Also the caches that make the next one cheap (forest,
+``model_stats``, fruitless roots and graph searches, module dicts)."""
+
+import itertools
+import time
+from typing import NamedTuple
+
+from . import census, fingerprint, lasterror, models, roots, walk
+from .limits import PROTOCOL
+from .storage import storage_of
+from .util import cuda_initialized, torch_module
+
+
+class LastInventory(NamedTuple):
+    fingerprint: tuple  # fingerprint.fingerprint() right after it was built
+    message: dict
+
+
+class RootWalk(NamedTuple):
+    """What walking every root gave."""
+
+    roots: list  # [(kind, name, Reach)] in attribution order
+    variables: list  # the user variables [(name, value)]
+    last_error: object  # the ``lastError`` dict or None
+    truncated: bool  # a walk bound was hit
+    forest: object  # the models.Forest the walk expanded models by (None without torch)
+    changes: int  # the tracker's ``changes`` when that forest was taken
+
+
+class Inventory:
+    """Builds inventories for one shell and tracker. ``own_ids``: ids of the agent's objects
+    (never walked); ``on_error(exc)``: reports a failure (an ``error`` message)."""
+
+    def __init__(self, shell, tracker, own_ids, on_error):
+        self.shell = shell
+        self.tracker = tracker
+        self.own_ids = own_ids
+        self.on_error = on_error
+        self.seq = itertools.count(1)
+        self.last = None  # LastInventory of the last full inventory, or None
+        self.forests = models.ForestCache(tracker)
+        self.stats = models.StatsCache(tracker)
+        self.module_dicts = roots.ModuleDicts()
+        self.fruitless = {}  # (kind, name) -> shallow signature of a cut walk that found nothing
+        self.graphless = {}  # variable name -> signature of a cut graph search that found nothing
+
+    def build(self, execution_count, reuse=False):
+        """The ``inventory`` message (dict), or None when building it failed (``on_error`` was
+        called instead). ``reuse``: when nothing the inventory depends on changed since the
+        last one (the fingerprint), re-send that one (``skipped: true``)."""
+        started = time.perf_counter()
+        try:
+            current = self.fingerprint()
+            last = self.last
+            if reuse and last is not None and current == last.fingerprint:
+                message = dict(last.message)
+                message.update(
+                    t=time.time(),
+                    seq=next(self.seq),
+                    executionCount=execution_count,
+                    durationMs=(time.perf_counter() - started) * 1000.0,
+                    skipped=True,
+                )
+                return message
+            self.last = None
+            message = self.fresh(execution_count, started)
+            # the fingerprint after the walk: the walk itself adds unpickled models
+            self.last = LastInventory(self.fingerprint(), message)
+            return message
+        except (Exception, KeyboardInterrupt) as exc:
+            self.last = None
+            self.on_error(exc)
+            return None
+
+    def fingerprint(self):
+        return fingerprint.fingerprint(self.shell, self.tracker, self.stats)
+
+    def fresh(self, execution_count, started):
+        """A newly built ``inventory`` message (dict)."""
+        torch = torch_module()
+        cuda = cuda_initialized(torch)
+        walked = self.walk_roots(torch)
+        truncated = walked.truncated
+        found = None
+        if torch is not None:
+            found = self.take_census(walked, torch, cuda)
+            truncated = truncated or found.cut
+        return {
+            "protocol": PROTOCOL,
+            "type": "inventory",
+            "t": time.time(),
+            "seq": next(self.seq),
+            "executionCount": execution_count,
+            "durationMs": (time.perf_counter() - started) * 1000.0,
+            "skipped": False,
+            "torchImported": torch is not None,
+            "cudaInitialized": cuda,
+            "truncated": bool(truncated),
+            "models": found.models if found else [],
+            "lastError": walked.last_error,
+            "roots": found.roots if found else [],
+            "unattributed": found.unattributed if found else {},
+            "tensors": found.tensors if found else [],
+            "graphs": found.graphs if found else [],
+        }
+
+    def walk_roots(self, torch):
+        """``RootWalk``: the user variables and the output cache (only once torch is
+        imported: without it nothing can hold a tensor) and the last traceback."""
+        skip = roots.skip_ids(self.shell, self.own_ids, self.module_dicts)
+        optimizer_type = None
+        forest = None
+        changes = self.tracker.changes
+        if torch is not None:
+            walker = walk.Walker(torch.Tensor, torch.nn.Module, skip)
+            optim = getattr(torch, "optim", None)
+            optimizer_type = getattr(optim, "Optimizer", None) if optim is not None else None
+            # A model's plain attributes (a trainer, its EMA copy, an optimizer...) are walked
+            # too: what hangs off a model is reported as its parts. Known submodules are not
+            # expanded.
+            forest = self.forests.forest()
+            known_parent = forest.parent
+            walker.expand_module = lambda module: id(module) not in known_parent
+            walker.module_internals = models.module_internals(torch)
+        else:
+            walker = walk.Walker(None, None, skip)
+        found_roots = []
+        variables = roots.variable_roots(self.shell)
+        if torch is not None:
+            self._walk_named(walker, variables, found_roots, optimizer_type)
+        else:
+            self.fruitless = {}
+        walker.start_phase()
+        last_error = lasterror.walk_last_error(self.shell, walker, found_roots, optimizer_type)
+        truncated = walker.truncated
+        walker.expand_module = None
+        walker.parents = {}
+        return RootWalk(found_roots, variables, last_error, truncated, forest, changes)
+
+    def _walk_named(self, walker, variables, found_roots, optimizer_type):
+        """Walk the user variables, then the output cache, one phase each."""
+        fruitless = {}  # (kind, name) -> shallow(value): cut walks that found nothing
+        shallow = fingerprint.shallow
+        for kind, pairs in (("variable", variables), ("output", roots.output_roots(self.shell))):
+            walker.start_phase()
+            for name, value in pairs:
+                # A root whose last walk hit a bound and found nothing, unchanged one level
+                # deep since: not walked again (its figures were a lower bound already).
+                memo = (kind, name)
+                sig = shallow(value)
+                if self.fruitless.get(memo) == sig:
+                    walker.truncated = True
+                    fruitless[memo] = sig
+                    continue
+                found = walker.reach(value, storage_of, optimizer_type)
+                found_roots.append((kind, name, found))
+                if not found.complete and not found.modules and not found.storages:
+                    fruitless[memo] = sig
+            del pairs
+        self.fruitless = fruitless
+
+    def take_census(self, walked, torch, cuda):
+        """The ``census.Census`` of what the roots reach."""
+        tracker = self.tracker
+        for _kind, _name, found in walked.roots:
+            for reached in found.modules:
+                tracker.add(reached.module)  # e.g. unpickled models the hooks never saw
+        forest = walked.forest
+        if walked.changes != tracker.changes:
+            forest = self.forests.forest()  # the walk found modules the hooks missed
+        result = census.build(
+            walked.roots,
+            walked.truncated,
+            cuda,
+            torch,
+            walked.variables,
+            forest,
+            self.stats,
+            self.graphless,
+            self.on_error,
+        )
+        self.graphless = result.graphless
+        return result

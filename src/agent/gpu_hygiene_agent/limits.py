@@ -1,0 +1,42 @@
+"""Names, versions and bounds of the agent (constants only; every other module reads them here)."""
+
+AGENT_VERSION = "0.3.0"
+PROTOCOL = 2
+MODULE_NAME = "_jupyterlab_gpu_hygiene_agent"  # the package's name in sys.modules
+COMM_TARGET = "jupyterlab_gpu_hygiene.v1"
+THREAD_NAME = "gpu-hygiene-sampler"
+CLEAN_MARKER = "# gpu-hygiene: clear_gpu"
+MIN_INTERVAL_MS = 250
+DEFAULT_INTERVAL_MS = 1000
+# Bounds of the holder walk (see walk.Walker): objects expanded and references looked at, per
+# root and per phase (user variables, output cache, last traceback are one phase each).
+ROOT_VISITS = 5000
+ROOT_EXAMINED = 200000
+PHASE_VISITS = 20000
+PHASE_EXAMINED = 1000000
+MAX_PENDING_ERRORS = 32
+MAX_TB_DEPTH = 1000  # traceback entries followed per traceback (RecursionError...)
+# Message bounds, below what the browser accepts (src/protocol.ts): frames and models per
+# inventory, characters per string. What is cut is said with ``truncated``.
+MAX_FRAMES = 500
+MAX_MODELS = 2000
+MAX_TEXT = 500
+MAX_HOLDERS = 100  # holder names reported per model
+MAX_PATH_DEPTH = 40  # hops of a reported path
+MAX_PATH_TEXT = 300  # characters of a path suffix
+MAX_LABEL_SCAN = 10000  # container items searched to name one hop of a path
+BIG_TENSOR = 1 << 20  # loose tensors from this size (bytes) are reported one by one
+MAX_BIG_TENSORS = 200  # per root walk, to name them; the inventory reports the largest
+MAX_TENSORS = 20  # loose tensors per inventory
+MEASURED_TENSORS = 20000  # tensors measured per inventory (about 3 us each)
+MAX_PARTS = 50  # parts per model
+MAX_GRAPH_HOLDERS = 50
+MAX_ROOTS = 200  # roots reported per inventory, largest first
+GRAPH_ITEMS = 10000  # container items looked at per graph holder
+GRAPH_ITEMS_TOTAL = 50000  # container items looked at for graph holders per inventory
+GRAPH_NODES = 20000  # autograd nodes visited per inventory
+FINGERPRINT_ITEMS = 1000  # items of a container / attributes of an object fingerprinted one by one
+MAX_CACHED_STORAGES = 200000  # entries of the storage cache (storage.py) before it is emptied
+
+HIDDEN_HOLDER = "unreachable from the namespace"
+UNKNOWN_HOLDER = "not found: the walk bound was hit"

@@ -1,0 +1,104 @@
+"""Names for how one object holds another (``.trainer.ema``, ``[0]``, ``['loss']``) and the
+description of a reported tensor. Nothing here runs user code: containers are searched by
+identity, attributes read from ``__dict__``, frames through ``gc.get_referents``."""
+
+import gc
+import itertools
+import re
+import types
+
+from .limits import MAX_LABEL_SCAN
+from .util import short, vars_of
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def key_label(key):
+    """``[<repr>]`` of a container key (str; ``[...]`` for keys of other types)."""
+    try:
+        text = repr(key) if isinstance(key, (str, int, float, bool, bytes, tuple)) else None
+    except Exception:
+        text = None
+    return "[" + (text[:60] if text is not None else "\u2026") + "]"
+
+
+def edge_label(parent, child, grand):
+    """How ``parent`` refers to ``child`` (str): ``.name``, ``[0]``, ``['key']``, ``""`` for an
+    instance ``__dict__`` hop, ``<closure>``, ``<local>``, ``<ref>``. Never runs user code:
+    containers are searched by identity, attributes read from ``__dict__``."""
+    cls = type(parent)
+    try:
+        if cls is dict:
+            is_attrs = grand is not None and vars_of(grand) is parent
+            for key, value in itertools.islice(parent.items(), MAX_LABEL_SCAN):
+                if value is child:
+                    if is_attrs and isinstance(key, str) and _IDENTIFIER.match(key):
+                        return "." + key
+                    return key_label(key)
+                if key is child:
+                    return "<key>"
+            return "[\u2026]"
+        if cls is list or cls is tuple:
+            for i, value in enumerate(itertools.islice(parent, MAX_LABEL_SCAN)):
+                if value is child:
+                    return f"[{i}]"
+            return "[\u2026]"
+        if cls is set or cls is frozenset:
+            return "{\u2026}"
+        if vars_of(parent) is child:
+            return ""
+        if cls is types.FunctionType:
+            return "<closure>"
+        if cls is types.CellType:
+            return ""
+        if cls is types.MethodType:
+            return ".__self__" if parent.__self__ is child else ".__func__"
+        if cls is types.FrameType:
+            return frame_local_label(parent, child)
+        for key, value in list(vars_of(parent).items())[:MAX_LABEL_SCAN]:
+            if value is child and isinstance(key, str):
+                return "." + key
+    except Exception:
+        pass
+    return "<ref>"
+
+
+def frame_local_label(frame, child):
+    """Name of the local of a finished frame that refers to ``child``, without ``f_locals``
+    (which would snapshot the locals into the frame): the frame's referents after its back
+    frame, function and code are its locals in ``co_varnames + co_cellvars + co_freevars``
+    order when every local is bound; otherwise ``<local>``."""
+    code = frame.f_code
+    names = code.co_varnames + code.co_cellvars + code.co_freevars
+    refs = [
+        r
+        for r in gc.get_referents(frame)
+        if r is not frame.f_back
+        and r is not code
+        and not (type(r) is types.FunctionType and r.__code__ is code)
+        and r is not frame.f_globals
+        and r is not frame.f_builtins
+    ]
+    if len(refs) == len(names):
+        for name, ref in zip(names, refs):
+            if ref is child:
+                return "." + name
+    return "<local>"
+
+
+def tensor_meta(tensor):
+    """{shape: [int], dtype: str, gradFn: str | None} of a tensor; never raises."""
+    try:
+        shape = [int(n) for n in tensor.shape][:16]
+    except Exception:
+        shape = []
+    try:
+        dtype = str(tensor.dtype).replace("torch.", "")
+    except Exception:
+        dtype = "?"
+    try:
+        fn = tensor.grad_fn
+        grad_fn = type(fn).__name__ if fn is not None else None
+    except Exception:
+        grad_fn = None
+    return {"shape": shape, "dtype": short(dtype, 64), "gradFn": grad_fn and short(grad_fn, 100)}

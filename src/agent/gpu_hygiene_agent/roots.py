@@ -1,0 +1,230 @@
+"""Where the holder walk starts, read from the IPython shell without running user code: user
+variables, the output cache, the last exception and its traceback frames; and what the walk
+never enters (``skip_ids``)."""
+
+import contextlib
+import re
+import sys
+import types
+from typing import NamedTuple
+
+from .limits import MAX_FRAMES, MAX_TB_DEPTH
+from .util import LEAF_TYPES, MISSING, vars_of
+
+# Output-cache names: _, __, ___ and _<n>.
+OUTPUT_NAME = re.compile(r"_{1,3}$|_\d+$")
+# IPython's own names in user_ns that are never user variables.
+SYSTEM_NAME = re.compile(r"_i{1,3}$|_i\d+$|_ih$|_oh$|_dh$|In$|Out$|exit$|quit$|get_ipython$")
+# ModuleType's own __dict__ descriptor: a module's namespace without its __getattr__, a
+# subclass's property, or gc.get_referents (see ModuleDicts)
+_MODULE_DICT = types.ModuleType.__dict__["__dict__"]
+
+
+def output_cache(shell):
+    """IPython's output cache dict (``Out``), also after the user deleted the name ``Out``."""
+    cache = getattr(getattr(shell, "history_manager", None), "output_hist", None)
+    return cache if type(cache) is dict else shell.user_ns.get("Out", {})
+
+
+def is_output_name(shell, name, value):
+    """Whether ``name`` is an output-cache name holding ``value``: ``_``, ``__``, ``___``, or
+    ``_<n>`` while it is still ``Out[n]`` (a user's own ``_7 = ...`` is a variable)."""
+    if not OUTPUT_NAME.match(name):
+        return False
+    if name in ("_", "__", "___"):
+        return True
+    cache = output_cache(shell)
+    try:
+        return cache.get(int(name[1:]), MISSING) is value
+    except Exception:
+        return False
+
+
+def variable_roots(shell):
+    """User variables: (name, value) pairs of ``user_ns`` that IPython's ``%who`` rule does
+    not hide (value is not ``user_ns_hidden[name]``), without the output-cache and IPython
+    names."""
+    ns = shell.user_ns
+    hidden = shell.user_ns_hidden
+    out = []
+    for name, value in list(ns.items()):
+        if not isinstance(name, str):
+            continue
+        if SYSTEM_NAME.match(name) or is_output_name(shell, name, value):
+            continue
+        if hidden.get(name, MISSING) is value:
+            continue
+        if type(value) in LEAF_TYPES:
+            continue
+        out.append((name, value))
+    return out
+
+
+def output_roots(shell):
+    """Output cache: (holder name, value): ``Out[n]``, ``_n``, ``_``, ``__``, ``___`` (user_ns,
+    user_ns_hidden, the display hook's own slots) and the last result."""
+    out = []
+    ns = shell.user_ns
+    hidden = shell.user_ns_hidden
+    for space in (ns, hidden):
+        for name, value in list(space.items()):
+            output = isinstance(name, str) and is_output_name(shell, name, value)
+            if output and type(value) not in LEAF_TYPES:
+                out.append((name, value))
+    displayhook = getattr(shell, "displayhook", None)
+    for slot in ("_", "__", "___"):
+        value = vars_of(displayhook).get(slot) if displayhook is not None else None
+        if value is not None and type(value) not in LEAF_TYPES:
+            out.append((slot, value))
+    caches = []
+    for cache in (
+        ns.get("Out"),
+        ns.get("_oh"),
+        getattr(getattr(shell, "history_manager", None), "output_hist", None),
+    ):
+        if type(cache) is dict and all(cache is not c for c in caches):
+            caches.append(cache)
+    for cache in caches:
+        for key, value in list(cache.items()):
+            if type(value) not in LEAF_TYPES:
+                out.append((f"Out[{key}]", value))
+    last = getattr(shell, "last_execution_result", None)
+    value = vars_of(last).get("result") if last is not None else None
+    if value is not None and type(value) not in LEAF_TYPES:
+        out.append(("_", value))
+    return out
+
+
+def exceptions(shell):
+    """The last exception(s): sys.last_exc / last_value, the last cell's error_in_exec and
+    their causes/contexts (list, deduplicated, at most 100)."""
+    roots = []
+    for value in (getattr(sys, "last_exc", None), getattr(sys, "last_value", None)):
+        if isinstance(value, BaseException):
+            roots.append(value)
+    last = getattr(shell, "last_execution_result", None)
+    value = vars_of(last).get("error_in_exec") if last is not None else None
+    if isinstance(value, BaseException):
+        roots.append(value)
+    out = []
+    seen = set()
+    stack = list(reversed(roots))
+    while stack and len(out) < 100:
+        exc = stack.pop()
+        if id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        out.append(exc)
+        for attr in ("__cause__", "__context__"):
+            try:
+                nxt = getattr(exc, attr)
+            except Exception:
+                nxt = None
+            if isinstance(nxt, BaseException):
+                stack.append(nxt)
+    return out
+
+
+def traceback_frames(shell, excs):
+    """Frames of the last traceback(s) (list, outermost first, each once, at most
+    ``MAX_FRAMES``): ``sys.last_traceback``, IPython's ``InteractiveTB.tb`` and the
+    tracebacks of ``excs``, without IPython/ipykernel's own frames."""
+    tbs = [getattr(sys, "last_traceback", None)]
+    tbs.append(getattr(getattr(shell, "InteractiveTB", None), "tb", None))
+    for exc in excs:
+        with contextlib.suppress(Exception):
+            tbs.append(exc.__traceback__)
+    frames = []
+    seen_frames = set()
+    seen_tbs = set()
+    for tb in tbs:
+        depth = 0
+        while isinstance(tb, types.TracebackType) and depth < MAX_TB_DEPTH:
+            if len(frames) >= MAX_FRAMES:
+                break
+            if id(tb) in seen_tbs:
+                break
+            seen_tbs.add(id(tb))
+            frame = tb.tb_frame
+            if id(frame) not in seen_frames:
+                seen_frames.add(id(frame))
+                if not machinery_frame(frame):
+                    frames.append(frame)
+            tb = tb.tb_next
+            depth += 1
+    return frames
+
+
+def machinery_frame(frame):
+    """Whether a traceback frame belongs to IPython/ipykernel's own code (``run_code``), which
+    holds no user data and is left out of ``lastError``."""
+    try:
+        name = frame.f_globals.get("__name__")
+    except Exception:
+        return False
+    return isinstance(name, str) and name.split(".")[0] in ("IPython", "ipykernel")
+
+
+def skip_ids(shell, own_ids, module_dicts):
+    """ids (set) of objects the walk never enters: namespaces, IPython and kernel machinery,
+    ``own_ids`` (of the agent's objects), and ``module_dicts.ids()`` (every module's
+    ``__dict__``)."""
+    skip = {id(shell), id(sys.modules)}
+    skip.update(own_ids)
+    ns = shell.user_ns
+    history = getattr(shell, "history_manager", None)
+    for obj in (
+        ns,
+        getattr(shell, "user_global_ns", None),
+        shell.user_ns_hidden,
+        getattr(shell, "displayhook", None),
+        history,
+        getattr(shell, "events", None),
+        getattr(shell, "InteractiveTB", None),
+        getattr(shell, "display_pub", None),
+        ns.get("Out"),
+        ns.get("_oh"),
+        ns.get("In"),
+        ns.get("_ih"),
+        getattr(history, "output_hist", None),
+    ):
+        if obj is not None:
+            skip.add(id(obj))
+    skip.update(module_dicts.ids())
+    return skip
+
+
+class _ModuleDictIds(NamedTuple):
+    modules: int  # len(sys.modules) when computed
+    ids: frozenset
+
+
+class ModuleDicts:
+    """ids of the ``__dict__`` of every imported module, recomputed only when the number of
+    entries in ``sys.modules`` changed (a module's dict keeps its identity for the module's
+    life)."""
+
+    def __init__(self):
+        self._cached = None  # _ModuleDictIds
+
+    def ids(self):
+        """The ids (frozenset of int)."""
+        modules = sys.modules
+        cached = self._cached
+        if cached is not None and cached.modules == len(modules):
+            return cached.ids
+        ids = set()
+        for module in list(modules.values()):
+            if issubclass(type(module), types.ModuleType):
+                # Never gc.get_referents(module): CPython 3.12 before 3.12.6 hands out freed
+                # objects from _asyncio's free list there, and the next collection loops
+                # forever (python/cpython#122695; it hung kernels in their first import).
+                try:
+                    ref = _MODULE_DICT.__get__(module)
+                except Exception:
+                    continue
+                if type(ref) is dict:
+                    ids.add(id(ref))
+        ids = frozenset(ids)
+        self._cached = _ModuleDictIds(len(modules), ids)
+        return ids

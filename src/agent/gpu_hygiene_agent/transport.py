@@ -1,0 +1,82 @@
+"""The agent's side of the comms: the open comms, one send lock for the main thread and the
+sampler thread, and ``error`` messages sent once per comm (kept until a comm opens)."""
+
+import contextlib
+import threading
+
+from .limits import MAX_PENDING_ERRORS, PROTOCOL
+from .util import describe, drain
+
+
+def check_message(data):
+    """Raise unless ``data`` is a browser message body of this protocol."""
+    if not isinstance(data, dict):
+        raise TypeError("message data must be an object")
+    if data.get("protocol") != PROTOCOL:
+        raise ValueError(f"unsupported protocol {data.get('protocol')!r}"[:200])
+
+
+class Transport:
+    """Open comms by id and what was sent on them."""
+
+    def __init__(self):
+        self.comms = {}  # comm_id -> comm
+        self.sent_errors = {}  # comm_id -> set of (where, message)
+        self.pending_errors = []  # (where, message) not yet seen by any comm
+        self.send_lock = threading.RLock()
+
+    def send(self, comm, payload):
+        with self.send_lock:
+            comm.send(payload)
+
+    def add(self, comm):
+        """Let broadcasts and errors reach ``comm`` (after its ``hello`` was sent)."""
+        self.sent_errors[comm.comm_id] = set()
+        self.comms[comm.comm_id] = comm
+
+    def forget(self, comm_id):
+        self.comms.pop(comm_id, None)
+        self.sent_errors.pop(comm_id, None)
+
+    def broadcast(self, payload):
+        """Send ``payload`` to every open comm; a comm that fails is dropped."""
+        for comm_id, comm in list(self.comms.items()):
+            try:
+                self.send(comm, payload)
+            except Exception:
+                self.forget(comm_id)
+
+    def error(self, where, exc):
+        """Report an exception (or a message str) as an ``error`` message, once per comm;
+        kept (at most ``MAX_PENDING_ERRORS``) while no comm is open. Never raises."""
+        try:
+            message = exc if isinstance(exc, str) else describe(exc)
+            key = (where, message)
+            payload = {"protocol": PROTOCOL, "type": "error", "where": where, "message": message}
+            if not self.comms:
+                if key not in self.pending_errors and len(self.pending_errors) < MAX_PENDING_ERRORS:
+                    self.pending_errors.append(key)
+                return
+            for comm_id, comm in list(self.comms.items()):
+                sent = self.sent_errors.setdefault(comm_id, set())
+                if key in sent:
+                    continue
+                sent.add(key)
+                with contextlib.suppress(Exception):
+                    self.send(comm, payload)
+        except Exception:
+            pass
+
+    def flush(self, install_errors):
+        """Send the errors kept so far: ``install_errors`` (the package's list) first."""
+        for where, message in drain(install_errors) + drain(self.pending_errors):
+            self.error(where, message)
+
+    def close_all(self):
+        """Close every open comm from the kernel side (the browser then opens a new one)."""
+        for comm in list(self.comms.values()):
+            with contextlib.suppress(Exception):
+                comm.on_msg(None)
+                comm.on_close(None)
+                comm.close()
+        self.comms.clear()

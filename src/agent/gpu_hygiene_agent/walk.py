@@ -1,0 +1,337 @@
+"""The holder walk: a bounded reference walk from one root object (a user variable, an
+output-cache entry, a traceback frame) to the models and tensors it keeps alive, and the paths
+that say how (``Walker``), with what one root reaches (``Reach``)."""
+
+import gc
+import itertools
+import types
+from typing import NamedTuple
+
+from .limits import (
+    BIG_TENSOR,
+    MAX_BIG_TENSORS,
+    MAX_PATH_DEPTH,
+    MAX_PATH_TEXT,
+    MEASURED_TENSORS,
+    PHASE_EXAMINED,
+    PHASE_VISITS,
+    ROOT_EXAMINED,
+    ROOT_VISITS,
+)
+from .paths import edge_label, tensor_meta
+from .util import LEAF_TYPES, OPAQUE_TYPES, PLAIN_CONTAINERS, short, vars_of
+
+
+class ReachedModule(NamedTuple):
+    """A module a root reaches."""
+
+    module: object
+    path: str  # path suffix from the root (``".trainer.model"``)
+    via: object  # the expanded model above it on the path, or None
+    rel: str  # path suffix from ``via`` ("" without one)
+
+
+class Group(NamedTuple):
+    """What a tensor under a model hangs off: the object right below the model (or the
+    optimizer above the tensor)."""
+
+    obj: object
+    path: str  # path suffix from the model
+
+
+class BigTensor(NamedTuple):
+    """A tensor of at least ``BIG_TENSOR`` bytes, named to be reported one by one."""
+
+    path: str  # path suffix from the root
+    meta: dict  # ``paths.tensor_meta``
+
+
+class ReachedStorage(NamedTuple):
+    """One storage a root reaches (the first tensor of it the walk met)."""
+
+    nbytes: int
+    via: object  # id of the model whose plain attributes led to the tensor, or None
+    group: object  # Group under that model, or None
+    big: object  # BigTensor, or None
+
+
+class _Walked(NamedTuple):
+    root: object  # the root (kept for the inventory, so that its id stays its own)
+    reach: object  # its Reach
+
+
+class Reach:
+    """What one root reaches (filled by ``Walker.reach``).
+
+    ``modules``: [ReachedModule]; ``storages``: {StorageKey: ReachedStorage}; ``complete``:
+    False when a bound cut the walk; ``big``: how many storages carry a ``BigTensor`` (at most
+    ``MAX_BIG_TENSORS``).
+    """
+
+    __slots__ = ("big", "complete", "modules", "storages")
+
+    def __init__(self):
+        self.modules = []
+        self.storages = {}
+        self.complete = True
+        self.big = 0
+
+
+class Walker:
+    """Bounded reference walk from root objects.
+
+    It stops at tensors and at ``torch.nn.Module`` instances (reported through callbacks),
+    never enters Python modules, classes, code, descriptors, weak references, frames or
+    tracebacks other than the start object, or the objects in ``skip_ids`` (the user namespace,
+    module ``__dict__``s, IPython's machinery...). For functions it follows only closure cells
+    and defaults, for bound methods ``__self__`` and ``__func__``. Frames are read with
+    ``gc.get_referents`` (never ``f_locals``, which would snapshot the locals) and their
+    ``f_back`` is not followed.
+
+    Bounds: per root ``ROOT_VISITS`` objects expanded and ``ROOT_EXAMINED`` references looked
+    at; per phase (user variables, output cache, last traceback: see ``start_phase``)
+    ``PHASE_VISITS`` and ``PHASE_EXAMINED``; per inventory ``MEASURED_TENSORS`` tensors measured
+    by ``reach``. Hitting one sets ``truncated``.
+
+    ``parents`` maps every object of the current walk to the object it was reached from, so
+    that ``path`` can name how a found module or tensor is held (``.trainer.ema.ema``,
+    ``['a'][1]``); names are computed only for what is reported.
+    """
+
+    def __init__(self, tensor_type, module_type, skip_ids):
+        self.tensor_type = tensor_type
+        self.module_type = module_type
+        self.skip_ids = skip_ids
+        self.truncated = False
+        self.expand_module = None  # callable(module) -> bool: also walk its plain attributes
+        self.module_internals = frozenset()  # nn.Module's own __dict__ keys, never walked
+        self.visits = 0  # whole inventory, for the record
+        self._phase_visits = 0
+        self._phase_examined = 0
+        self._reached = {}  # id(root) -> _Walked, of walks from roots
+        self.parents = {}  # id(object) -> the object it was reached from (None: the start)
+        self.measured = 0  # tensors measured by ``reach`` (bounded by MEASURED_TENSORS)
+
+    def start_phase(self):
+        """Give the next group of roots a fresh phase budget."""
+        self._phase_visits = 0
+        self._phase_examined = 0
+
+    def reach(self, root, tensor_bytes, optimizer_type=None):
+        """What ``root`` reaches (a ``Reach``); a root walked before is not walked again.
+
+        ``tensor_bytes(tensor)`` -> ``storage.Measured`` or None (unmeasurable);
+        ``optimizer_type``: ``torch.optim.Optimizer`` (tensors under one are optimizer state).
+        """
+        cached = self._reached.get(id(root))
+        if cached is not None and cached.root is root:
+            return cached.reach
+        found = Reach()
+        module_type = self.module_type
+
+        def on_module(module):
+            via = self.ancestor(module, module_type)
+            rel = self.path(module, via) if via is not None else ""
+            found.modules.append(ReachedModule(module, self.path(module), via, rel))
+
+        def on_tensor(tensor):
+            if self.measured >= MEASURED_TENSORS:
+                self.truncated = True  # roots' bytes are lower bounds from here on
+                return
+            self.measured += 1
+            measured = tensor_bytes(tensor)
+            if measured is None:
+                return
+            key = measured.key
+            if key in found.storages:
+                return
+            nbytes = measured.nbytes
+            via = self.ancestor(tensor, module_type)
+            group = None
+            if via is not None:
+                group = self.ancestor(tensor, optimizer_type, below=via) if optimizer_type else None
+                group = group if group is not None else self.first_hop(tensor, via)
+            big = nbytes >= BIG_TENSOR and found.big < MAX_BIG_TENSORS
+            if big:
+                found.big += 1
+            found.storages[key] = ReachedStorage(
+                nbytes,
+                id(via) if via is not None else None,
+                Group(group, self.path(group, via)) if group is not None else None,
+                BigTensor(self.path(tensor), tensor_meta(tensor)) if big else None,
+            )
+
+        found.complete = self.walk(root, on_module, on_tensor)
+        self._reached[id(root)] = _Walked(root, found)
+        return found
+
+    # ---- paths: only valid during the walk that reached the object (``parents``)
+
+    def chain(self, obj, limit=MAX_PATH_DEPTH):
+        """Objects from the walk's start down to ``obj`` (list), at most ``limit`` long (the
+        start is left out of a cut chain)."""
+        parents = self.parents
+        out = [obj]
+        current = parents.get(id(obj))
+        while current is not None and len(out) < limit:
+            out.append(current)
+            current = parents.get(id(current))
+        out.reverse()
+        return out
+
+    def ancestor(self, obj, cls, below=None):
+        """The nearest object above ``obj`` on its walk path that is an instance of ``cls``,
+        stopping at ``below`` (exclusive), or None."""
+        if cls is None:
+            return None
+        parents = self.parents
+        current = parents.get(id(obj))
+        hops = 0
+        while current is not None and current is not below and hops < MAX_PATH_DEPTH:
+            if isinstance(current, cls):
+                return current
+            current = parents.get(id(current))
+            hops += 1
+        return None
+
+    def first_hop(self, obj, top):
+        """The object right below ``top`` on the walk path to ``obj`` (``obj`` itself when it
+        hangs directly off ``top``)."""
+        previous = obj
+        current = self.parents.get(id(obj))
+        hops = 0
+        while current is not None and current is not top and hops < MAX_PATH_DEPTH:
+            previous = current
+            current = self.parents.get(id(current))
+            hops += 1
+        return previous
+
+    def path(self, obj, start=None):
+        """Path suffix (str) from the walk's start, or from ``start`` on the path, to ``obj``:
+        ``".trainer.ema.ema"``, ``"[0]"``, ``"['loss']"``; ``""`` for the start itself."""
+        chain = self.chain(obj)
+        cut = self.parents.get(id(chain[0])) is not None
+        if start is not None:
+            for i, item in enumerate(chain):
+                if item is start:
+                    chain = chain[i:]
+                    break
+        labels = ["\u2026"] if cut and start is None else []  # a chain cut by the depth bound
+        for i in range(1, len(chain)):
+            grand = chain[i - 2] if i >= 2 else None
+            labels.append(edge_label(chain[i - 1], chain[i], grand))
+        return short("".join(labels), MAX_PATH_TEXT)
+
+    # ---- the walk itself
+
+    def walk(self, start, on_module, on_tensor):
+        """Walk from ``start``; calls ``on_module(module)`` / ``on_tensor(tensor)`` once per
+        object reached. Returns False when a bound cut the walk short."""
+        tensor_type = self.tensor_type
+        module_type = self.module_type
+        skip_ids = self.skip_ids
+        seen = self.parents = {id(start): None}
+        stack = [start]
+        visits = 0
+        examined = 0
+        while stack:
+            obj = stack.pop()
+            cls = type(obj)
+            if cls in LEAF_TYPES:
+                continue
+            if tensor_type is not None and issubclass(cls, tensor_type):
+                on_tensor(obj)
+                continue
+            if module_type is not None and issubclass(cls, module_type):
+                on_module(obj)
+                expand = self.expand_module
+                if expand is None or not expand(obj):
+                    continue
+                internals = self.module_internals
+                refs = [v for k, v in list(vars_of(obj).items()) if k not in internals]
+                if visits >= ROOT_VISITS or self._phase_visits >= PHASE_VISITS:
+                    self.truncated = True
+                    return False
+                visits += 1
+                self.visits += 1
+                self._phase_visits += 1
+                examined += len(refs)
+                self._phase_examined += len(refs)
+                for ref in refs:
+                    if type(ref) not in LEAF_TYPES and id(ref) not in seen:
+                        seen[id(ref)] = obj
+                        stack.append(ref)
+                continue
+            if id(obj) in skip_ids or issubclass(cls, OPAQUE_TYPES):
+                continue
+            if (cls is types.FrameType or cls is types.TracebackType) and obj is not start:
+                continue
+            if visits >= ROOT_VISITS or self._phase_visits >= PHASE_VISITS:
+                self.truncated = True
+                return False
+            visits += 1
+            self.visits += 1
+            self._phase_visits += 1
+            limit = min(ROOT_EXAMINED - examined, PHASE_EXAMINED - self._phase_examined)
+            left = min(ROOT_VISITS - visits, PHASE_VISITS - self._phase_visits)
+            refs = self._referents(obj, cls, limit, left)
+            examined += len(refs)
+            self._phase_examined += len(refs)
+            for ref in refs:
+                if type(ref) in LEAF_TYPES:
+                    continue
+                key = id(ref)
+                if key in seen:
+                    continue
+                seen[key] = obj
+                stack.append(ref)
+            spent = examined >= ROOT_EXAMINED or self._phase_examined >= PHASE_EXAMINED
+            if spent and stack:
+                self.truncated = True
+                return False
+        return True
+
+    def _referents(self, obj, cls, limit, visits_left=ROOT_VISITS):
+        """What ``obj`` refers to, by the rules of the class docstring (list, at most about
+        ``limit`` items; a cut sets ``truncated``). Of a container too large for ``limit``
+        only the first non-leaf items that the ``visits_left`` can still expand are returned
+        (looking at no more than four times as many items)."""
+        if cls is types.FunctionType:
+            out = list(obj.__closure__ or ())
+            if obj.__defaults__:
+                out.append(obj.__defaults__)
+            if obj.__kwdefaults__:
+                out.append(obj.__kwdefaults__)
+            return out
+        if cls is types.MethodType:
+            return [obj.__self__, obj.__func__]
+        if cls is types.CellType:
+            try:
+                return [obj.cell_contents]
+            except ValueError:
+                return []
+        if cls is types.FrameType:
+            return [r for r in gc.get_referents(obj) if type(r) is not types.FrameType]
+        if cls is types.TracebackType:
+            return []  # frames are walked one by one by the caller
+        if cls in PLAIN_CONTAINERS:
+            size = len(obj) * (2 if cls is dict else 1)
+            if size > limit:
+                # a huge container: look at its first items only (no full copy), and keep no
+                # more of them than the walk can still expand
+                self.truncated = True
+                it = itertools.chain.from_iterable(obj.items()) if cls is dict else iter(obj)
+                left = max(min(visits_left, limit), 0)
+                head = itertools.islice(it, min(limit, 4 * left))
+                return list(itertools.islice((x for x in head if type(x) not in LEAF_TYPES), left))
+            if cls is dict:
+                return [*obj.keys(), *obj.values()]
+            return list(obj)
+        if issubclass(cls, BaseException):
+            # an exception's own traceback is walked frame by frame by the caller
+            return [r for r in gc.get_referents(obj) if type(r) is not types.TracebackType]
+        refs = gc.get_referents(obj)
+        if len(refs) > limit:
+            self.truncated = True
+            del refs[max(limit, 0) :]
+        return refs
