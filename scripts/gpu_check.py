@@ -138,13 +138,8 @@ def ensure_packages(wheels):
 
 
 def agent_blob():
-    """The git blob id of the agent file (``git log --all --find-object=<id>`` names its
-    commits), so a report says which agent text ran even from an uncommitted tree; where the
-    agent is no single file, the sha1 of the text the browser sends."""
-    path = Path(kd.AGENT_PATH)
-    if path.is_file():
-        data = path.read_bytes()
-        return "file blob " + hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()[:12]
+    """The sha1 of the agent payload the browser sends (every module of the package, in load
+    order), so a report says which agent text ran even from an uncommitted tree."""
     return "payload sha1 " + hashlib.sha1(kd.agent_source().encode()).hexdigest()[:12]
 
 

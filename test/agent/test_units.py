@@ -189,3 +189,26 @@ def test_a_finished_frame_names_its_locals(agent):
         activation = exc.args[0]
     assert agent.paths.frame_local_label(frame, activation) == ".activation"
     assert agent.paths.frame_local_label(frame, object()) == "<local>"
+
+
+def test_a_frame_whose_locals_were_read_still_names_them(agent):
+    # IPython's traceback rendering (and debuggers) read frame.f_locals; before Python 3.13 that
+    # leaves a snapshot dict among the frame's referents, which must neither shift the positional
+    # match (the H200 run on 3.12 read "<local>") nor give a wrong name when a local is unbound.
+    def step(batch):
+        activation = [batch]
+        names = {"batch": 0, "activation": 1}  # a dict local keyed by local names is not it
+        if batch > 1:
+            total = 2  # unbound when the error is raised
+            return total
+        raise ValueError(activation, names)
+
+    try:
+        step(1)
+    except ValueError as exc:
+        frame = exc.__traceback__.tb_next.tb_frame
+        activation, names = exc.args
+    frame.f_locals  # noqa: B018 -- what IPython's traceback rendering does
+    assert agent.paths.frame_local_label(frame, activation) == ".activation"
+    assert agent.paths.frame_local_label(frame, names) == ".names"
+    assert agent.paths.frame_local_label(frame, object()) == "<local>"

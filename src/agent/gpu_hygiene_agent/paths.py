@@ -64,10 +64,14 @@ def edge_label(parent, child, grand):
 
 
 def frame_local_label(frame, child):
-    """Name of the local of a finished frame that refers to ``child``, without ``f_locals``
-    (which would snapshot the locals into the frame): the frame's referents after its back
-    frame, function and code are its locals in ``co_varnames + co_cellvars + co_freevars``
-    order when every local is bound; otherwise ``<local>``."""
+    """Name of the local of a finished frame that refers to ``child``, without reading
+    ``f_locals`` (which would snapshot the locals into the frame).
+
+    The frame's referents other than its back frame, function, code, globals and builtins are
+    its locals in ``co_varnames + co_cellvars + co_freevars`` order when every local is bound.
+    Before Python 3.13, a frame whose ``f_locals`` someone already read (IPython's traceback
+    rendering, a debugger) also refers to that snapshot dict: its keys name the locals, so it
+    is used by identity and left out of the positional match. Otherwise ``<local>``."""
     code = frame.f_code
     names = code.co_varnames + code.co_cellvars + code.co_freevars
     refs = [
@@ -79,11 +83,33 @@ def frame_local_label(frame, child):
         and r is not frame.f_globals
         and r is not frame.f_builtins
     ]
+    snapshot = _locals_snapshot(refs, names)
+    if snapshot is not None:
+        refs = [r for r in refs if r is not snapshot]
+        for name, value in list(snapshot.items()):
+            if value is child:
+                return "." + name
     if len(refs) == len(names):
         for name, ref in zip(names, refs):
             if ref is child:
                 return "." + name
     return "<local>"
+
+
+def _locals_snapshot(refs, names):
+    """The frame's ``f_locals`` snapshot among its referents, or None: a non-empty dict whose
+    keys are all local names and whose values are all other referents of the frame (a user's
+    own dict local does not pass both)."""
+    for d in refs:
+        if type(d) is not dict or not d or len(d) > len(names):
+            continue
+        try:
+            items = list(d.items())
+        except Exception:
+            continue
+        if all(k in names and any(v is r for r in refs if r is not d) for k, v in items):
+            return d
+    return None
 
 
 def tensor_meta(tensor):
