@@ -8,6 +8,7 @@
  * Adding a kind = one rule file, one line here, its `FindingKind`, a jest
  * spec; a new fact, if one is needed, goes through `protocol.ts` first.
  */
+import type { TranslationBundle } from '@jupyterlab/translation';
 import type { GpuKernelModel } from '../../model';
 import { CommandIDs } from '../../tokens';
 import { sumBytes } from '../format';
@@ -140,6 +141,29 @@ export function fixCommand(
       };
     case 'restart':
       return { id: CommandIDs.restartKernel, args: { kernelId } };
+    case 'none':
+      return null;
+  }
+}
+
+/**
+ * The label of a fix's button, or null for `none` (no button): "Clean GPU"
+ * (also for one model: the Clean GPU plan limited to it), "Delete m…",
+ * "Fix…", "Restart kernel". The caption comes from the command.
+ */
+export function fixLabel(
+  fix: FindingFix,
+  trans: TranslationBundle
+): string | null {
+  switch (fix.kind) {
+    case 'clean':
+      return trans.__('Clean GPU');
+    case 'delete':
+      return trans.__('Delete %1…', fix.names.join(', '));
+    case 'detach':
+      return trans.__('Fix…');
+    case 'restart':
+      return trans.__('Restart kernel');
     case 'none':
       return null;
   }

@@ -40,7 +40,7 @@ export const tracebackTensorsRule: FindingRule = ({ inventory }) => {
   }
   const error = inventory.lastError;
   const subject = roots.map(r => r.name).join(', ');
-  const type = error?.type ?? '?';
+
   const evidence = (error?.frames ?? [])
     .filter(f => sumBytes(f.bytes) > 0)
     .map(f => `${f.name}: ${formatPlacement(f.bytes)} (${f.tensors})`);
@@ -52,11 +52,16 @@ export const tracebackTensorsRule: FindingRule = ({ inventory }) => {
       subject,
       bytes,
       explain: trans =>
-        trans.__(
-          'The last exception (%1) keeps its frames and their tensors alive: %2. Clean GPU clears the last traceback.',
-          type,
-          formatBytes(sumBytes(bytes))
-        ),
+        error
+          ? trans.__(
+              'The last exception (%1) keeps its frames and their tensors alive: %2. Clean GPU clears the last traceback.',
+              error.type,
+              formatBytes(sumBytes(bytes))
+            )
+          : trans.__(
+              'The last exception keeps its frames and their tensors alive: %1. Clean GPU clears the last traceback.',
+              formatBytes(sumBytes(bytes))
+            ),
       evidence: evidence.length ? evidence : roots.map(r => r.name),
       fix: { kind: 'clean', plan: {} }
     }

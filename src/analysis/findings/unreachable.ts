@@ -12,8 +12,14 @@ import { formatBytes, sumBytes } from '../format';
 import { addBytes, isHiddenOnly, maxCudaBytes, modelAndParts } from './models';
 import type { FindingRule } from './types';
 
-/** Class names with a count, most first: `Conv ×8, C2f ×3, Detect`. */
-export function classCounts(classNames: ReadonlyArray<string>): string {
+/**
+ * Class names with a count, most first: `Conv ×8, C2f ×3, Detect`; beyond
+ * `max` classes, `+n` for the rest (`Conv ×8, C2f ×3 +1`).
+ */
+export function classCounts(
+  classNames: ReadonlyArray<string>,
+  max = Infinity
+): string {
   const counts = new Map<string, number>();
   for (const name of classNames) {
     counts.set(name, (counts.get(name) ?? 0) + 1);
@@ -21,7 +27,17 @@ export function classCounts(classNames: ReadonlyArray<string>): string {
   return [...counts]
     .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
     .map(([name, n]) => (n > 1 ? `${name} ×${n}` : name))
-    .join(', ');
+    .reduce(
+      (text, item, i, all) =>
+        i < max
+          ? text
+            ? `${text}, ${item}`
+            : item
+          : i === max
+            ? `${text} +${all.length - max}`
+            : text,
+      ''
+    );
 }
 
 /** The unreachable rule: one finding for every module nothing reaches. */
@@ -44,10 +60,13 @@ export const unreachableRule: FindingRule = ({ inventory }) => {
       bytes,
       explain: trans =>
         trans._n(
-          '%1 module nothing reaches (%2): unreachable, waiting for garbage collection (reference cycle), %3. Clean GPU runs gc.collect() and frees it.',
-          '%1 modules nothing reaches (%2): unreachable, waiting for garbage collection (reference cycle), %3. Clean GPU runs gc.collect() and frees them.',
+          'Unreachable, waiting for garbage collection (reference cycle), %3: %1 module (%2). Clean GPU runs gc.collect() and frees it.',
+          'Unreachable, waiting for garbage collection (reference cycle), %3: %1 modules (%2). Clean GPU runs gc.collect() and frees them.',
           models.length,
-          classes,
+          classCounts(
+            models.map(m => m.className),
+            2
+          ),
           formatBytes(sumBytes(bytes))
         ),
       evidence: models.map(m => `${m.label || m.className} (${m.id})`),

@@ -22,7 +22,7 @@ describe('unreachable', () => {
       fix: { kind: 'clean', plan: {} }
     });
     expect(list[0].explain(trans)).toBe(
-      '4 modules nothing reaches (Conv ×2, C2f, Detect): unreachable, waiting for garbage collection (reference cycle), 8.0 MiB. Clean GPU runs gc.collect() and frees them.'
+      'Unreachable, waiting for garbage collection (reference cycle), 8.0 MiB: 4 modules (Conv ×2, C2f +1). Clean GPU runs gc.collect() and frees them.'
     );
   });
 
@@ -60,5 +60,6 @@ describe('unreachable', () => {
 
   it('classCounts', () => {
     expect(classCounts(['B', 'A', 'B'])).toBe('B ×2, A');
+    expect(classCounts(['B', 'A', 'B', 'C'], 1)).toBe('B ×2 +2');
   });
 });
