@@ -166,10 +166,14 @@ export function describeGraphHolder(
 
 /**
  * Text of the info toast after a clean cell.
+ *
+ * @param models - live models before and after, as the user counts them
+ *   (see `cleanedCounts`); default: the agent's counts.
  */
 export function describeCleaned(
   cleaned: ICleaned,
-  trans: TranslationBundle
+  trans: TranslationBundle,
+  models: { before: number; after: number } = cleaned.models
 ): string {
   const freed = sumBytes(cleaned.freed);
   const allocated = cleaned.allocated
@@ -188,8 +192,8 @@ export function describeCleaned(
     trans.__(
       'Clean GPU freed %1 of models (%2 → %3 live).',
       formatBytes(freed),
-      cleaned.models.before,
-      cleaned.models.after
+      models.before,
+      models.after
     )
   ];
   if (allocated !== null && reserved !== null) {
