@@ -37,7 +37,7 @@ export const staleModelRule: FindingRule = ({ inventory }) => {
         bytes,
         explain: trans =>
           trans.__(
-            '%1 (%2) is no longer named by any variable; only %3 keeps it alive. Clean GPU drops that and frees it.',
+            'No variable names %1 (%2) any more; only %3 keeps it alive. Clean GPU frees it.',
             name,
             formatBytes(sumBytes(bytes)),
             listNames(evidence, 3)

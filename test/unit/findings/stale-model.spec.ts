@@ -16,7 +16,7 @@ describe('stale-model', () => {
       stack: 'ultralytics'
     });
     expect(finding.explain(trans)).toBe(
-      'YOLO (yolov8n.yaml) (12.1 MiB) is no longer named by any variable; only Out[2], _2, __ keeps it alive. Clean GPU drops that and frees it.'
+      'No variable names YOLO (yolov8n.yaml) (12.1 MiB) any more; only Out[2], _2, __ keeps it alive. Clean GPU frees it.'
     );
   });
 

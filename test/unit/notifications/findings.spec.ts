@@ -50,7 +50,11 @@ describe('findings toast', () => {
     const monitor = new OneModelMonitor(model, settings);
     const commands = new CommandRegistry();
     const calls: Array<[string, unknown]> = [];
-    for (const id of ['gpu-hygiene:clean', 'gpu-hygiene:open-panel']) {
+    for (const id of [
+      'gpu-hygiene:clean',
+      'gpu-hygiene:open-panel',
+      'gpu-hygiene:free-model'
+    ]) {
       commands.addCommand(id, {
         label: id === 'gpu-hygiene:clean' ? 'Clean GPU' : 'Open',
         execute: args => void calls.push([id, args])
@@ -79,6 +83,25 @@ describe('findings toast', () => {
     expect(toasts()[0].message).toContain('300.0 MiB');
     model.apply(traceback(0));
     expect(toasts()).toHaveLength(0);
+    notifier.dispose();
+  });
+
+  it('a lone stale model (not a stack): its own warning, freed by its own plan', () => {
+    const { model, notifier, calls } = setup();
+    const stale = yolo({
+      bytes: { 'cuda:0': 12 * MiB },
+      holders: [held('output', 'Out[2]'), held('output', '_2')],
+      stale: true
+    });
+    model.apply(cuda({ models: [stale] }));
+    const messages = toasts().map(t => t.message);
+    expect(messages).toEqual([
+      'No variable names YOLO (yolov8n.yaml) (12.0 MiB) any more; only Out[2], _2 keeps it alive. Clean GPU frees it.'
+    ]);
+    toasts()[0].options.actions?.[0].callback(new MouseEvent('click'));
+    expect(calls).toEqual([
+      ['gpu-hygiene:free-model', { kernelId: 'k1', modelId: stale.id }]
+    ]);
     notifier.dispose();
   });
 
