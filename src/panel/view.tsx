@@ -46,6 +46,8 @@ export interface IPanelContentProps {
   onFixGraph?: (name: string) => void;
   /** The fix button of a finding. */
   onFix?: (finding: IFinding) => void;
+  /** The tooltip of a finding's fix button (its command's caption). */
+  fixCaption?: (finding: IFinding) => string;
   trans: TranslationBundle;
   /** Fixed chart size (tests). */
   chartSize?: { width: number; height: number };
@@ -128,6 +130,7 @@ export function PanelContent(props: IPanelContentProps): JSX.Element {
           <FindingsTable
             findings={data.findings}
             onFix={props.onFix ?? (() => undefined)}
+            captionOf={props.fixCaption}
             trans={trans}
           />
         </>
@@ -266,6 +269,12 @@ function KernelView(props: {
                   name
                 })
               }
+              fixCaption={finding => {
+                const command = fixCommand(finding.fix, kernelId);
+                return command
+                  ? commands.caption(command.id, command.args)
+                  : '';
+              }}
               onFix={finding => {
                 const command = fixCommand(finding.fix, kernelId);
                 if (command) {

@@ -35,6 +35,7 @@ describe('FindingsTable', () => {
       <FindingsTable
         findings={list}
         onFix={f => clicked.push(f)}
+        captionOf={f => `caption of ${f.kind}`}
         trans={trans}
       />
     );
@@ -59,6 +60,9 @@ describe('FindingsTable', () => {
       '.jp-GpuHygiene-findingEvidence'
     ) as HTMLElement;
     expect(evidence.title).toContain('trainer.optimizer (SGD)');
+    expect(
+      (items[1].querySelector('[data-action="fix"]') as HTMLElement).title
+    ).toBe('caption of cuda-context');
     fireEvent.click(items[2].querySelector('[data-action="fix"]')!);
     expect(clicked.map(f => f.kind)).toEqual(['traceback-tensors']);
   });

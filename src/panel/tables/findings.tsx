@@ -21,6 +21,8 @@ export function FindingsTable(props: {
   findings: ReadonlyArray<IFinding>;
   /** The fix button of a finding was clicked. */
   onFix: (finding: IFinding) => void;
+  /** The tooltip of a finding's fix button: its command's caption (default none). */
+  captionOf?: (finding: IFinding) => string;
   /** Translations. */
   trans: TranslationBundle;
 }): JSX.Element | null {
@@ -63,6 +65,7 @@ export function FindingsTable(props: {
                 <button
                   className="jp-GpuHygiene-action"
                   data-action="fix"
+                  title={props.captionOf?.(finding) || undefined}
                   onClick={() => props.onFix(finding)}
                 >
                   {label}
