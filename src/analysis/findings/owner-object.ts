@@ -6,7 +6,8 @@
  * {@link OWNER_WARN_BYTES} on one CUDA device, else info.
  *
  * Fix: "Delete <var>…" only where one user variable holds the model through
- * a path (`trainer.model` → `trainer`) and no other variable reaches it, so
+ * an attribute path (`trainer.model` → `trainer`; not a list such as
+ * `runs[0].model`, which may hold more) and no other variable reaches it, so
  * that deleting it frees the model and its parts (bytes: both); else no
  * button (bytes: the parts, what dropping the owner would return).
  */
@@ -43,7 +44,7 @@ export const ownerObjectRule: FindingRule = ({ inventory }) =>
       roots.length === 1 &&
       isPythonIdentifier(roots[0]) &&
       variables.every(
-        h => h.path !== h.name && /^[.[]/.test(h.path.slice(h.name.length))
+        h => h.path.length > h.name.length && h.path[h.name.length] === '.'
       )
         ? roots[0]
         : null;

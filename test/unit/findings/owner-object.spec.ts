@@ -61,6 +61,16 @@ describe('owner-object', () => {
     );
   });
 
+  it('no owner button for a list holding the model', () => {
+    const model = yolo({
+      parts,
+      holders: [held('variable', 'runs', 'runs[0].model')]
+    });
+    expect(ownerObjectRule(facts(inventoryOf([model])))[0].fix).toEqual({
+      kind: 'none'
+    });
+  });
+
   it('no owner button when another variable also reaches the model; none for a stale model', () => {
     const both = yolo({
       parts,
