@@ -7,7 +7,8 @@
  *   dropped but a cycle keeps; they are one `unreachable` finding;
  * - a module that some holder reaches through another listed model's path
  *   (`model.trainer.ema.ema` while `model` names the YOLO), even if a loop
- *   variable or a list also touches it: it is that model's part.
+ *   variable or a list also touches it: it is that model's part (unless the
+ *   two reach each other: then both stay models).
  */
 import type { IHolder, IInventory, IModelInfo } from '../../protocol';
 import { isCudaDevice } from '../format';
@@ -49,8 +50,13 @@ export function reachedThrough(model: IModelInfo, other: IModelInfo): boolean {
 export function userModels(inventory: IInventory | null): IModelInfo[] {
   const models = inventory?.models ?? [];
   const reached = models.filter(m => !isHiddenOnly(m));
+  // Two models that reach each other (a.peer = b, b.peer = a) both stay.
   return reached.filter(
-    m => !reached.some(other => other !== m && reachedThrough(m, other))
+    m =>
+      !reached.some(
+        other =>
+          other !== m && reachedThrough(m, other) && !reachedThrough(other, m)
+      )
   );
 }
 

@@ -89,6 +89,23 @@ describe('named-older-model', () => {
     expect(findStackedModels(inventory)).toEqual([]);
   });
 
+  it('two models that reference each other both stay models', () => {
+    const a = yolo({
+      id: '0xa',
+      order: 1,
+      holders: [held('variable', 'a'), held('variable', 'b', 'b.peer')]
+    });
+    const b = yolo({
+      id: '0xb',
+      order: 2,
+      holders: [held('variable', 'b'), held('variable', 'a', 'a.peer')]
+    });
+    expect(userModels(inventoryOf([a, b])).map(m => m.id)).toEqual([
+      '0xa',
+      '0xb'
+    ]);
+  });
+
   it('modules of a collected model never make a stack', () => {
     expect(
       namedOlderModelRule(facts(inventoryOf([...cycleLayers(), newer()])))
