@@ -12,12 +12,17 @@ import {
 import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import type { ITranslator, TranslationBundle } from '@jupyterlab/translation';
 import type { CommandRegistry } from '@lumino/commands';
-import { generateCleanCell, planClean } from './analysis/cleanup';
+import {
+  generateCleanCell,
+  isPythonIdentifier,
+  planClean
+} from './analysis/cleanup';
 import { formatBytes, sumBytes } from './analysis/format';
 import { canFixGraph, generateDetachCell } from './analysis/graphs';
 import { deletableNames } from './analysis/holders';
 import { gpuCleanIcon } from './icons';
 import type { GpuKernelModel } from './model';
+import type { IModelInfo } from './protocol';
 import { CommandIDs, IGpuMonitor } from './tokens';
 
 /** Dependencies of {@link addCommands}. */
@@ -56,6 +61,65 @@ const modelArgs = {
     required: ['modelId']
   }
 };
+
+/** Arguments of the delete command: a model and, optionally, which variables to delete. */
+const deleteArgs = {
+  args: {
+    ...modelArgs.args,
+    properties: {
+      ...modelArgs.args.properties,
+      names: {
+        type: 'array' as const,
+        items: { type: 'string' as const },
+        description:
+          'User variables to delete (default: those that name the model itself); only variables that reach the model and are Python identifiers are kept'
+      }
+    }
+  }
+};
+
+/**
+ * The variables the delete command deletes for `model`: `requested` (a
+ * finding's owner, e.g. `trainer` holding it as `trainer.model`) kept only
+ * where a user-variable holder of the model has that name and it is a
+ * Python identifier; without `requested`, {@link deletableNames}.
+ */
+export function namesToDelete(model: IModelInfo, requested: unknown): string[] {
+  if (!Array.isArray(requested)) {
+    return deletableNames(model);
+  }
+  const roots = new Set(
+    model.holders.filter(h => h.kind === 'variable').map(h => h.name)
+  );
+  return [
+    ...new Set(
+      requested.filter(
+        (n): n is string =>
+          typeof n === 'string' && roots.has(n) && isPythonIdentifier(n)
+      )
+    )
+  ];
+}
+
+/**
+ * What restarting a kernel returns, from its latest sample: this process's
+ * VRAM on every device (NVML) and the part of it only a restart frees (the
+ * CUDA context and libraries), bytes; null where not measured.
+ */
+export function restartReturns(model: GpuKernelModel | null): {
+  process: number | null;
+  nonTorch: number | null;
+} {
+  const devices = model?.latestSample?.devices ?? [];
+  const total = (values: Array<number | null>): number | null =>
+    values.some(v => v !== null)
+      ? values.reduce<number>((sum, v) => sum + (v ?? 0), 0)
+      : null;
+  return {
+    process: total(devices.map(d => d.process)),
+    nonTorch: total(devices.map(d => d.nonTorch))
+  };
+}
 
 function modelFor(
   monitor: IGpuMonitor,
@@ -215,10 +279,10 @@ export function addCommands(deps: ICommandDeps): void {
     caption: trans.__(
       'Ask, then insert and run a cell that deletes the variables naming this model and frees it'
     ),
-    describedBy: modelArgs,
+    describedBy: deleteArgs,
     isEnabled: args => {
       const { panel, info } = target(args);
-      return !!panel && !!info && deletableNames(info).length > 0;
+      return !!panel && !!info && namesToDelete(info, args.names).length > 0;
     },
     execute: async args => {
       const { panel, inventory, info } = target(args);
@@ -226,7 +290,7 @@ export function addCommands(deps: ICommandDeps): void {
         gone();
         return false;
       }
-      const names = deletableNames(info);
+      const names = namesToDelete(info, args.names);
       if (!names.length) {
         Notification.error(
           trans.__(
@@ -326,9 +390,19 @@ export function addCommands(deps: ICommandDeps): void {
 
   commands.addCommand(CommandIDs.restartKernel, {
     label: trans.__('Restart Kernel to Free GPU…'),
-    caption: trans.__(
-      'Restart the kernel: frees all VRAM, including the CUDA context, and loses all variables'
-    ),
+    caption: args => {
+      const { process, nonTorch } = restartReturns(modelFor(monitor, args));
+      if (process !== null && nonTorch !== null) {
+        return trans.__(
+          'Restart the kernel: frees all its VRAM (%1, of which %2 CUDA context and libraries that nothing else frees) and loses all variables',
+          formatBytes(process),
+          formatBytes(nonTorch)
+        );
+      }
+      return trans.__(
+        'Restart the kernel: frees all VRAM, including the CUDA context, and loses all variables'
+      );
+    },
     describedBy: kernelArgs,
     isEnabled: args => {
       const model = modelFor(monitor, args);

@@ -54,6 +54,16 @@ export interface IGpuSettings {
   warnOnOutOfMemory: boolean;
   /** Raise a toast when a variable keeps autograd graphs of ≥ 64 MiB alive on a CUDA device (one per variable). */
   warnOnGraphHolders: boolean;
+  /**
+   * Raise a warning toast for findings (`src/analysis/findings/`) of the
+   * kinds no other toast tells: one per kernel and kind.
+   */
+  warnOnFindings: boolean;
+  /**
+   * Smallest finding that raises a toast, MiB (all devices of the finding's
+   * bytes); smaller ones are only listed in the VRAM panel. Default 1.
+   */
+  toastMinMiB: number;
 }
 
 /** Defaults, identical to schema/plugin.json. */
@@ -68,7 +78,9 @@ export const DEFAULT_SETTINGS: IGpuSettings = {
   leakMinPoints: 5,
   leakMinR2: 0.9,
   warnOnOutOfMemory: true,
-  warnOnGraphHolders: true
+  warnOnGraphHolders: true,
+  warnOnFindings: true,
+  toastMinMiB: 1
 };
 
 /**

@@ -5,6 +5,7 @@
  * `post_run_cell`). Nothing runs in the user's notebook for this.
  */
 import type { IInventory, ISample } from '../protocol';
+import { userModels } from './findings/models';
 import { sumBytes } from './format';
 
 /** A live model as remembered after a cell (compact: no holders). */
@@ -29,7 +30,10 @@ export interface ICellMark {
   t: number;
   /** When the cell's `post_run_cell` started, seconds: `t` minus the inventory's build time. */
   postRun: number;
-  /** Models alive after the cell. */
+  /**
+   * Models alive after the cell, as the user counts them (`userModels`:
+   * not modules nothing reaches, not parts of another model).
+   */
   models: ReadonlyArray<IModelSummary>;
 }
 
@@ -65,7 +69,7 @@ export function cellMark(inventory: IInventory): ICellMark {
     executionCount: inventory.executionCount,
     t: inventory.t,
     postRun: inventory.t - inventory.durationMs / 1000,
-    models: inventory.models.map(m => ({
+    models: userModels(inventory).map(m => ({
       id: m.id,
       order: m.order,
       label: m.label,

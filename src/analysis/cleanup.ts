@@ -12,9 +12,9 @@
  * model, and "delete…" (after the user confirmed) starts with `del name` for
  * the variables that name it — valid Python identifiers only.
  */
-import type { IInventory, IModelInfo } from '../protocol';
+import type { IInventory, IModelInfo, IRootBytes } from '../protocol';
 import { CLEAN_MARKER } from '../protocol';
-import { formatBytes, sumBytes } from './format';
+import { formatBytes, formatPlacement, isCudaDevice, sumBytes } from './format';
 import { holderNames } from './stacking';
 
 /** What a clean cell will do, derived from an inventory. */
@@ -33,6 +33,18 @@ export interface ICleanPlan {
   deleteNames: string[];
   /** Whether the cell clears the last exception's traceback. */
   clearTraceback: boolean;
+  /**
+   * Output-cache roots (`Out[n]`, `_n`, `_`, `__`, `___`) that hold CUDA
+   * bytes no variable reaches (tensors, containers, models), dropped by the
+   * unrestricted plan; their bytes go in the cell's comments. Empty for a
+   * plan limited to one model.
+   */
+  outputs: IRootBytes[];
+  /**
+   * Of `outputs`, the slots `_`, `__`, `___`: the cell drops the output-cache
+   * entries that are their values (the slots do not say which cell they are).
+   */
+  slots: string[];
 }
 
 /** Options of {@link planClean}. */
@@ -52,6 +64,7 @@ export interface IPlanOptions {
 
 const OUT_ENTRY = /^Out\[(\d{1,9})\]$/;
 const NUMBERED = /^_(\d{1,9})$/;
+const SLOTS = ['_', '__', '___'];
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const KEYWORDS = new Set(
   (
@@ -120,6 +133,27 @@ export function planClean(
       }
     }
   }
+  const outputs: IRootBytes[] = [];
+  const slots: string[] = [];
+  if (modelId === null) {
+    // Output-cache entries that hold CUDA memory no variable reaches: their
+    // tensors (or containers of tensors) go with the cache entry; a user
+    // variable is never touched.
+    for (const root of inventory?.roots ?? []) {
+      if (root.kind !== 'output' || sumBytes(root.bytes, isCudaDevice) <= 0) {
+        continue;
+      }
+      const match = OUT_ENTRY.exec(root.name) ?? NUMBERED.exec(root.name);
+      if (match) {
+        outKeys.add(Number(match[1]));
+      } else if (SLOTS.includes(root.name)) {
+        slots.push(root.name);
+      } else {
+        continue;
+      }
+      outputs.push(root);
+    }
+  }
   return {
     outKeys: [...outKeys].sort((a, b) => a - b),
     staleModels,
@@ -127,7 +161,9 @@ export function planClean(
     staleBytes: staleModels.reduce((sum, m) => sum + sumBytes(m.bytes), 0),
     modelId,
     deleteNames,
-    clearTraceback
+    clearTraceback,
+    outputs,
+    slots: SLOTS.filter(slot => slots.includes(slot))
   };
 }
 
@@ -153,6 +189,13 @@ function describeStale(model: IModelInfo): string {
   );
 }
 
+function describeOutput(root: IRootBytes): string {
+  return commentSafe(
+    `${root.name} holds ${formatPlacement(root.bytes)} (${root.models ? 'models, ' : ''}${root.tensors} tensor(s)) no variable names`,
+    72
+  );
+}
+
 /** A Python tuple literal of already-safe items: `()`, `(a,)`, `(a, b)`. */
 function pyTuple(items: string[]): string {
   return items.length === 1 ? `(${items[0]},)` : `(${items.join(', ')})`;
@@ -168,11 +211,26 @@ function pyTuple(items: string[]): string {
 export function generateCleanCell(plan: ICleanPlan): string {
   const outKeys = pyTuple(plan.outKeys.map(k => String(k)));
   const kept = plan.keptNames.length ? plan.keptNames.join(', ') : 'none';
-  const staleLines = plan.staleModels.length
-    ? plan.staleModels.map(m => `    # Output cache: ${describeStale(m)}`)
-    : ['    # Output cache: nothing to drop.'];
+  const outputs = plan.outputs ?? [];
+  const slots = (plan.slots ?? []).filter(s => SLOTS.includes(s));
+  const staleLines =
+    plan.staleModels.length || outputs.length
+      ? [
+          ...plan.staleModels.map(
+            m => `    # Output cache: ${describeStale(m)}`
+          ),
+          ...outputs.map(r => `    # Output cache: ${describeOutput(r)}`)
+        ]
+      : ['    # Output cache: nothing to drop.'];
   // Only identifiers reach code (planClean filters them; checked again here).
   const deleteNames = plan.deleteNames.filter(isPythonIdentifier);
+  const params = [
+    `out_keys=${outKeys}`,
+    ...(slots.length ? [`slots=${pyTuple(slots.map(s => `"${s}"`))}`] : []),
+    ...(deleteNames.length
+      ? [`names=${pyTuple(deleteNames.map(n => `"${n}"`))}`]
+      : [])
+  ];
   let header: string[];
   if (deleteNames.length) {
     header = [
@@ -208,9 +266,7 @@ export function generateCleanCell(plan: ICleanPlan): string {
     CLEAN_MARKER,
     '# Inserted by jupyterlab-gpu-hygiene. Self-contained: safe to re-run, also without the extension.',
     ...header,
-    deleteNames.length
-      ? `def _gpu_hygiene_clear_gpu(out_keys=${outKeys}, names=${pyTuple(deleteNames.map(n => `"${n}"`))}):`
-      : `def _gpu_hygiene_clear_gpu(out_keys=${outKeys}):`,
+    `def _gpu_hygiene_clear_gpu(${params.join(', ')}):`,
     '    import gc, sys',
     '    from IPython import get_ipython  # works even if the name was rebound',
     '    ip = get_ipython()',
@@ -222,7 +278,19 @@ export function generateCleanCell(plan: ICleanPlan): string {
         ]
       : []),
     ...staleLines,
+    ...(slots.length
+      ? [
+          '    shown = [ns.get(s) for s in slots]  # also hidden copies, not in Out',
+          '    out_keys += tuple(k for k, v in out.items() if any(v is o for o in shown))'
+        ]
+      : []),
     '    stale = {k: out.pop(k) for k in out_keys if k in out}',
+    ...(slots.length
+      ? [
+          '    stale.update((-1 - i, o) for i, o in enumerate(shown) if o is not None)',
+          '    del shown'
+        ]
+      : []),
     '    for space in (ns, hidden):  # _<k> only while it is that same output',
     '        for name in [f"_{k}" for k, obj in stale.items() if space.get(f"_{k}") is obj]:',
     '            del space[name]',

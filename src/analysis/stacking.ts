@@ -4,6 +4,7 @@
  * `YOLO(...)` was loaded) while the first instance is still alive.
  */
 import type { IHolder, IInventory, IModelInfo } from '../protocol';
+import { userModels } from './findings/models';
 
 /** One group of stacked instances, oldest first. */
 export interface IStackedGroup {
@@ -27,14 +28,18 @@ export function stackingKey(model: IModelInfo): string {
 }
 
 /**
- * Find stacked instances in an inventory.
+ * Find stacked instances in an inventory. Only the models the user has
+ * count ({@link userModels}): modules nothing reaches (the layers of a
+ * collected model waiting in a reference cycle) and modules reached through
+ * another model (its trainer's copies, a list touching its EMA) never make a
+ * stack.
  *
  * @returns one group per key with at least two live instances, ordered by the
  *   newest instance's creation order.
  */
 export function findStackedModels(inventory: IInventory): IStackedGroup[] {
   const groups = new Map<string, IModelInfo[]>();
-  for (const model of inventory.models) {
+  for (const model of userModels(inventory)) {
     const key = stackingKey(model);
     const list = groups.get(key) ?? [];
     list.push(model);

@@ -10,6 +10,7 @@ import type { TranslationBundle } from '@jupyterlab/translation';
 import type { CommandRegistry } from '@lumino/commands';
 import type { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 import React from 'react';
+import { fixCommand, fixLabel, IFinding } from '../analysis/findings';
 import { OomDetails } from '../oomdetails';
 import type { IOom } from '../protocol';
 import { CommandIDs, IGpuMonitor, IGpuSettings } from '../tokens';
@@ -82,6 +83,40 @@ export class ToastActions {
       this._trans.__('Fix…'),
       'accent'
     );
+  }
+
+  /**
+   * Delete the variables that hold one model: the command asks first
+   * ({@link CommandIDs.deleteModel}); label "Delete m…"; accent.
+   *
+   * @param names - the variables to delete (identifiers; the command checks again).
+   */
+  deleteModel(
+    kernelId: string,
+    modelId: string,
+    names: ReadonlyArray<string>
+  ): Notification.IAction {
+    return this._command(
+      CommandIDs.deleteModel,
+      { kernelId, modelId, names: [...names] },
+      this._trans.__('Delete %1…', names.join(', ')),
+      'accent'
+    );
+  }
+
+  /**
+   * The button that fixes a finding: the command its fix maps to
+   * (`fixCommand`), labelled by `fixLabel`, caption from the command;
+   * accent. Null when no command can fix it (no button: never a Clean GPU
+   * that frees nothing).
+   */
+  fix(kernelId: string, finding: IFinding): Notification.IAction | null {
+    const command = fixCommand(finding.fix, kernelId);
+    const label = fixLabel(finding.fix, this._trans);
+    if (!command || label === null) {
+      return null;
+    }
+    return this._command(command.id, command.args, label, 'accent');
   }
 
   /** The full OOM diagnosis and what to try, in a dialog (no command); a link. */

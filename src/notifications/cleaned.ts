@@ -3,8 +3,36 @@
  * kernel: a second clean updates it rather than stacking. It hides itself
  * after 8 s. Always on (no setting).
  */
+import type { GpuKernelModel } from '../model';
+import type { ICleaned } from '../protocol';
 import type { IRuleContext, IToastRule } from './rule';
 import { describeCleaned } from './text';
+
+/**
+ * Live models before and after a clean cell, as the user counts them (the
+ * cell marks use `userModels`: the layers of a collected model waiting in a
+ * cycle are not models): the mark of the clean cell's inventory (sent just
+ * before `cleaned`) and the one before it. The agent's own counts when the
+ * marks are not there.
+ */
+export function cleanedCounts(
+  model: GpuKernelModel,
+  cleaned: ICleaned
+): { before: number; after: number } {
+  const cells = model.cells;
+  const last = cells.length - 1;
+  if (
+    cleaned.executionCount !== null &&
+    last >= 1 &&
+    cells[last].executionCount === cleaned.executionCount
+  ) {
+    return {
+      before: cells[last - 1].models.length,
+      after: cells[last].models.length
+    };
+  }
+  return cleaned.models;
+}
 
 /** How long the "freed" toast stays, milliseconds. */
 const CLEANED_AUTO_CLOSE = 8000;
@@ -19,7 +47,7 @@ export function cleanedRule({ trans }: IRuleContext): IToastRule {
       {
         key: '',
         type: 'success',
-        message: describeCleaned(cleaned, trans),
+        message: describeCleaned(cleaned, trans, cleanedCounts(model, cleaned)),
         autoClose: CLEANED_AUTO_CLOSE
       }
     ]

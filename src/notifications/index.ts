@@ -9,6 +9,7 @@
  *   actions.ts  ToastActions: one builder per button, captions taken from the commands
  *   text.ts     the toasts' texts (describeStacking, describeLeak, ...)
  *   stacked.ts  model instances stack up          one per kernel, updated in place
+ *   findings.ts other warnings of the findings    one per kernel and kind, updated in place
  *   leak.ts     allocated memory climbs           one per kernel, quiet after close until the climb stops
  *   graphs.ts   a variable keeps autograd graphs  one per kernel and variable, ever
  *   oom.ts      a cell ran out of CUDA memory     one per kernel and cell
@@ -29,6 +30,7 @@ import type { ICleaned, IInventory, IOom } from '../protocol';
 import type { IGpuMonitor, IGpuSettings } from '../tokens';
 import { ToastActions } from './actions';
 import { cleanedRule } from './cleaned';
+import { findingsRule } from './findings';
 import { graphsRule } from './graphs';
 import { leakRule } from './leak';
 import { oomRule } from './oom';
@@ -52,6 +54,7 @@ export {
 export const TOAST_RULES: ReadonlyArray<ToastRuleFactory> = [
   graphsRule,
   stackedRule,
+  findingsRule,
   leakRule,
   oomRule,
   cleanedRule

@@ -24,33 +24,60 @@ function familyName(model: IModelInfo): string {
 }
 
 /**
- * Text of the stacking warning for one group: names both models, their sizes
- * and what holds the older one. Kept under JupyterLab's 140-character toast
- * limit by shortening the holder list.
+ * Text of the stacking toast for one group: names the older instance it
+ * tells, its size and what holds it, and the newer one. A stale one is
+ * "older YOLO (yolov8n.yaml), 12.1 MiB, held only by Out[2], _2, __"; one a
+ * variable still names is "m still holds YOLO (yolov8n.yaml), 12.1 MiB".
+ * Kept under JupyterLab's 140-character toast limit by shortening the
+ * holder list.
+ *
+ * @param older - the older instance to tell (default: the newest older one).
  */
 export function describeStacking(
   group: IStackedGroup,
   trans: TranslationBundle,
-  moreGroups = 0
+  moreGroups = 0,
+  older: IModelInfo = group.older[group.older.length - 1]
 ): string {
-  const older = group.older[group.older.length - 1];
   const newest = group.newest;
   const compose = (maxNames: number): string => {
-    const holders = holderNames({
-      ...older,
-      holders: older.holders.filter(h => h.kind !== 'hidden')
-    });
-    const stale = older.stale;
-    const held = holders.length
-      ? stale
-        ? trans.__('held only by %1', listNames(holders, maxNames))
-        : trans.__('still named by %1', listNames(holders, maxNames))
-      : trans.__('held by nothing named (reference cycle)');
     const olderCount =
       group.older.length > 1
         ? trans.__(' (+%1 older)', group.older.length - 1)
         : '';
     const more = moreGroups ? trans.__(' +%1 more', moreGroups) : '';
+    if (!older.stale) {
+      const variables = [
+        ...new Set(
+          holderNames({
+            ...older,
+            holders: older.holders.filter(h => h.kind === 'variable')
+          })
+        )
+      ];
+      if (variables.length) {
+        return trans.__(
+          'Stacked %1: %2 still holds %3, %4%5; newer %6, %7.%8',
+          familyName(newest),
+          listNames(variables, maxNames),
+          older.label,
+          formatBytes(sumBytes(older.bytes)),
+          olderCount,
+          newest.label,
+          formatPlacement(newest.bytes),
+          more
+        );
+      }
+    }
+    const holders = holderNames({
+      ...older,
+      holders: older.holders.filter(h => h.kind !== 'hidden')
+    });
+    const held = holders.length
+      ? older.stale
+        ? trans.__('held only by %1', listNames(holders, maxNames))
+        : trans.__('still named by %1', listNames(holders, maxNames))
+      : trans.__('held by nothing named (reference cycle)');
     return trans.__(
       'Stacked %1: older %2, %3, %4%5; newer %6, %7.%8',
       familyName(newest),
@@ -139,10 +166,14 @@ export function describeGraphHolder(
 
 /**
  * Text of the info toast after a clean cell.
+ *
+ * @param models - live models before and after, as the user counts them
+ *   (see `cleanedCounts`); default: the agent's counts.
  */
 export function describeCleaned(
   cleaned: ICleaned,
-  trans: TranslationBundle
+  trans: TranslationBundle,
+  models: { before: number; after: number } = cleaned.models
 ): string {
   const freed = sumBytes(cleaned.freed);
   const allocated = cleaned.allocated
@@ -161,8 +192,8 @@ export function describeCleaned(
     trans.__(
       'Clean GPU freed %1 of models (%2 → %3 live).',
       formatBytes(freed),
-      cleaned.models.before,
-      cleaned.models.after
+      models.before,
+      models.after
     )
   ];
   if (allocated !== null && reserved !== null) {

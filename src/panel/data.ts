@@ -3,6 +3,7 @@
  * settings (unit-tested without a DOM).
  */
 import { memoryBands } from '../analysis/bands';
+import { factsOf, findings, IFinding } from '../analysis/findings';
 import { cellRows, ICellRow } from '../analysis/cells';
 import type { SeriesRow } from '../analysis/downsample';
 import { graphRows, IGraphRow } from '../analysis/graphs';
@@ -86,6 +87,8 @@ export interface IPanelData {
   tensors: ITensorInfo[];
   /** Variables that keep autograd graphs alive, largest first. */
   graphs: IGraphRow[];
+  /** The kernel's findings, largest first (`findings()`). */
+  findings: IFinding[];
   /** Whether the inventory hit a walk bound (holders may be incomplete). */
   truncated: boolean;
   /** Leak trend of `device` (verdict `no-data` without a GPU). */
@@ -198,6 +201,7 @@ export function panelData(
     roots: rootsSummary(model.inventory, gpu ? `cuda:${chosen}` : null),
     tensors: tensorRows(model.inventory, gpu ? `cuda:${chosen}` : null),
     graphs: graphRows(model.inventory),
+    findings: findings(factsOf(model)),
     truncated: model.inventory?.truncated ?? false,
     trend: leakTrend(cells, samples, chosen, settings)
   };

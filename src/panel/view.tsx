@@ -7,6 +7,7 @@ import type { TranslationBundle } from '@jupyterlab/translation';
 import { HTMLSelect, UseSignal } from '@jupyterlab/ui-components';
 import type { CommandRegistry } from '@lumino/commands';
 import React, { useState } from 'react';
+import { fixCommand, IFinding } from '../analysis/findings';
 import { DEFAULT_HOLDER_SORT, IHolderSort } from '../analysis/holders';
 import type { GpuKernelModel } from '../model';
 import { CommandIDs, IGpuMonitor, IGpuSettings } from '../tokens';
@@ -14,6 +15,7 @@ import { VramChart } from './chart';
 import { IPanelData, panelData } from './data';
 import { CellTable } from './tables/cells';
 import { EmptyState } from './tables/common';
+import { FindingsTable } from './tables/findings';
 import { GraphsTable } from './tables/graphs';
 import { HoldersTable } from './tables/holders';
 import { RootsTable } from './tables/roots';
@@ -42,6 +44,10 @@ export interface IPanelContentProps {
   onDelete: (modelId: string) => void;
   /** "Fix…" on a graph holder (the variable's name). */
   onFixGraph?: (name: string) => void;
+  /** The fix button of a finding. */
+  onFix?: (finding: IFinding) => void;
+  /** The tooltip of a finding's fix button (its command's caption). */
+  fixCaption?: (finding: IFinding) => string;
   trans: TranslationBundle;
   /** Fixed chart size (tests). */
   chartSize?: { width: number; height: number };
@@ -118,6 +124,17 @@ export function PanelContent(props: IPanelContentProps): JSX.Element {
         ) : null}
       </div>
       {status && <EmptyState kind={data.status}>{status}</EmptyState>}
+      {data.findings.length > 0 && (
+        <>
+          <h3 className="jp-GpuHygiene-heading">{trans.__('Findings')}</h3>
+          <FindingsTable
+            findings={data.findings}
+            onFix={props.onFix ?? (() => undefined)}
+            captionOf={props.fixCaption}
+            trans={trans}
+          />
+        </>
+      )}
       <h3 className="jp-GpuHygiene-heading">{trans.__('VRAM over time')}</h3>
       {waiting ? (
         <EmptyState kind="waiting">
@@ -252,6 +269,18 @@ function KernelView(props: {
                   name
                 })
               }
+              fixCaption={finding => {
+                const command = fixCommand(finding.fix, kernelId);
+                return command
+                  ? commands.caption(command.id, command.args)
+                  : '';
+              }}
+              onFix={finding => {
+                const command = fixCommand(finding.fix, kernelId);
+                if (command) {
+                  void commands.execute(command.id, command.args);
+                }
+              }}
               trans={trans}
             />
           )}

@@ -4,6 +4,12 @@
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import { memoryBands } from '../analysis/bands';
+import {
+  factsOf,
+  findings,
+  summarizeFindings,
+  userModels
+} from '../analysis/findings';
 import { formatBytes, isCudaDevice, sumBytes } from '../analysis/format';
 import type { GpuKernelModel } from '../model';
 import type { IDeviceSample } from '../protocol';
@@ -230,8 +236,8 @@ export function gaugeState(
       break;
   }
 
-  const inventory = model.inventory;
-  const models = inventory?.models ?? [];
+  // One notion of model: modules nothing reaches and parts are not models.
+  const models = userModels(model.inventory);
   const stale = models.filter(m => m.stale).length;
   const modelLine =
     models.length === 0
@@ -242,6 +248,7 @@ export function gaugeState(
           models.length,
           stale
         );
+  const findingLine = Private.findingsLine(model, trans);
   const errors = model.agentErrors.map(e =>
     trans.__('Agent error (%1): %2', e.where, Private.clip(e.message))
   );
@@ -274,6 +281,7 @@ export function gaugeState(
       text,
       tooltip: [
         reason,
+        ...findingLine,
         modelLine,
         trans.__('Model memory in RAM: %1', formatBytes(ram)),
         ...errors
@@ -299,6 +307,7 @@ export function gaugeState(
         trans
       )
     ),
+    ...findingLine,
     modelLine,
     ...errors
   ];
@@ -317,6 +326,33 @@ export function gaugeState(
 
 /** Module-private helpers. */
 namespace Private {
+  /**
+   * The findings in one line, e.g. "Findings: 2 warnings (36.2 MiB), 1
+   * info"; none when there is no finding.
+   */
+  export function findingsLine(
+    model: GpuKernelModel,
+    trans: TranslationBundle
+  ): string[] {
+    const { warnings, warningBytes, infos } = summarizeFindings(
+      findings(factsOf(model))
+    );
+    const parts = [
+      ...(warnings
+        ? [
+            trans._n(
+              '%1 warning (%2)',
+              '%1 warnings (%2)',
+              warnings,
+              formatBytes(warningBytes)
+            )
+          ]
+        : []),
+      ...(infos ? [trans._n('%1 info', '%1 infos', infos)] : [])
+    ];
+    return parts.length ? [trans.__('Findings: %1', parts.join(', '))] : [];
+  }
+
   /** Longest agent error message shown in the tooltip (characters). */
   const ERROR_MAX_CHARS = 300;
 

@@ -201,7 +201,8 @@ test('a class and a variable named <img src=x onerror=alert(1)> show as text eve
       '',
       'def _init(self):',
       '    torch.nn.Module.__init__(self)',
-      '    self.w = torch.nn.Parameter(torch.zeros(4))',
+      // 1 MiB: a stacked model below the toastMinMiB setting (default 1 MiB) raises no toast
+      '    self.w = torch.nn.Parameter(torch.zeros(2**18))',
       '',
       'Evil = type(H, (torch.nn.Module,), {"__init__": _init})',
       'globals()[H] = Evil()',

@@ -45,7 +45,9 @@ describe('planClean', () => {
       staleBytes: 0,
       modelId: null,
       deleteNames: [],
-      clearTraceback: true
+      clearTraceback: true,
+      outputs: [],
+      slots: []
     });
   });
 
@@ -253,5 +255,81 @@ describe('planClean with deleteNames (VRAM panel "delete…")', () => {
     expect(isPythonIdentifier('None')).toBe(false);
     expect(isPythonIdentifier('a.b')).toBe(false);
     expect(isPythonIdentifier('')).toBe(false);
+  });
+});
+
+describe('output-cache entries holding CUDA tensors (issue 17, item 3)', () => {
+  const MiB = 2 ** 20;
+  /** C01 on CUDA plus displayed tensors: cell [4] (`Out[4]`) and `_` (a recent cell). */
+  function withOutputs() {
+    const inventory = c01Inventory();
+    inventory.cudaInitialized = true;
+    inventory.roots.push(
+      {
+        kind: 'output',
+        name: '_4',
+        bytes: { 'cuda:0': 64 * MiB },
+        models: 0,
+        tensors: 1
+      },
+      {
+        kind: 'output',
+        name: '_',
+        bytes: { 'cuda:0': 32 * MiB },
+        models: 0,
+        tensors: 2
+      },
+      {
+        kind: 'output',
+        name: 'Out[5]',
+        bytes: { cpu: 8 * MiB },
+        models: 0,
+        tensors: 1
+      },
+      {
+        kind: 'variable',
+        name: 'x',
+        bytes: { 'cuda:0': 16 * MiB },
+        models: 0,
+        tensors: 1
+      }
+    );
+    return inventory;
+  }
+
+  it('the unrestricted plan drops Out[N] and the slots that hold CUDA bytes, never a variable', () => {
+    const plan = planClean(withOutputs());
+    expect(plan.outKeys).toEqual([2, 4]);
+    expect(plan.slots).toEqual(['_']);
+    expect(plan.outputs.map(r => r.name)).toEqual(['_4', '_']);
+    expect(plan.keptNames).toEqual(['model']);
+    expect(plan.deleteNames).toEqual([]);
+  });
+
+  it('a plan for one model leaves the other outputs alone', () => {
+    const plan = planClean(withOutputs(), { modelId: '0x7f0000000001' });
+    expect(plan.outKeys).toEqual([2]);
+    expect(plan.outputs).toEqual([]);
+    expect(plan.slots).toEqual([]);
+  });
+
+  it('writes the bytes in the comments and drops what the slots show', () => {
+    const code = generateCleanCell(planClean(withOutputs()));
+    expect(code).toContain(
+      '    # Output cache: _4 holds 64.0 MiB on cuda:0 (1 tensor(s)) no variable names'
+    );
+    expect(code).toContain(
+      'def _gpu_hygiene_clear_gpu(out_keys=(2, 4), slots=("_",)):'
+    );
+    expect(code).not.toMatch(/\bx\b.*pop|del x/);
+    for (const line of code.split('\n').filter(l => l.includes('#'))) {
+      expect(line.slice(line.indexOf('#')).length).toBeLessThanOrEqual(100);
+    }
+    expectFixture('clean_cell_outputs.py', code);
+  });
+
+  it('CPU-only outputs change nothing: the C01 cell is byte for byte the same', () => {
+    const code = generateCleanCell(planClean(c01Inventory()));
+    expectFixture('clean_cell_c01.py', code);
   });
 });

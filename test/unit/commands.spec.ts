@@ -2,7 +2,7 @@ import { Notification, showDialog } from '@jupyterlab/apputils';
 import { nullTranslator } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
 import { Signal } from '@lumino/signaling';
-import { addCommands } from '../../src/commands';
+import { addCommands, namesToDelete, restartReturns } from '../../src/commands';
 import { GpuKernelModel } from '../../src/model';
 import { CLEAN_MARKER } from '../../src/protocol';
 import {
@@ -12,7 +12,7 @@ import {
   IGpuSettings
 } from '../../src/tokens';
 import { DETACH_MARKER } from '../../src/analysis/graphs';
-import { c01Inventory, c08Inventory, graphHolder } from './fixtures';
+import { c01Inventory, c08Inventory, gpuSample, graphHolder } from './fixtures';
 
 jest.mock('@jupyterlab/apputils', () => ({
   ...jest.requireActual('@jupyterlab/apputils'),
@@ -230,5 +230,61 @@ describe('fix a graph holder (VRAM panel, toast)', () => {
     }
     expect(showDialog).not.toHaveBeenCalled();
     expect(inserted).toEqual([]);
+  });
+});
+
+describe('issue 17: delete an owner variable, restart says what it returns', () => {
+  afterEach(() => {
+    (showDialog as jest.Mock).mockReset();
+    Notification.dismiss();
+  });
+
+  it('namesToDelete keeps only variables that reach the model and are identifiers', () => {
+    const model = c01Inventory().models[1];
+    const owner = {
+      ...model,
+      holders: [
+        { kind: 'variable' as const, name: 'trainer', path: 'trainer.model' },
+        { kind: 'output' as const, name: 'Out[3]', path: 'Out[3]' }
+      ]
+    };
+    expect(namesToDelete(owner, undefined)).toEqual([]);
+    expect(namesToDelete(owner, ['trainer', 'Out[3]', 'other', 'del'])).toEqual(
+      ['trainer']
+    );
+    expect(namesToDelete(model, undefined)).toEqual(['model']);
+  });
+
+  it('Delete trainer… deletes the owner variable named in the args', async () => {
+    const { commands, inserted, model } = setup();
+    const inventory = c01Inventory();
+    inventory.models[1].holders = [
+      { kind: 'variable', name: 'trainer', path: 'trainer.model' }
+    ];
+    model.apply({ ...inventory, seq: 9 });
+    (showDialog as jest.Mock).mockResolvedValue({ button: { accept: true } });
+    const args = {
+      kernelId: 'k1',
+      modelId: inventory.models[1].id,
+      names: ['trainer']
+    };
+    expect(commands.isEnabled(CommandIDs.deleteModel, args)).toBe(true);
+    expect(await commands.execute(CommandIDs.deleteModel, args)).toBe(true);
+    expect(inserted[0].source).toContain('names=("trainer",)');
+  });
+
+  it('the restart caption says what restarting returns, in MiB, where known', () => {
+    const { commands, model } = setup();
+    expect(commands.caption(CommandIDs.restartKernel, {})).toBe(
+      'Restart the kernel: frees all VRAM, including the CUDA context, and loses all variables'
+    );
+    model.apply(gpuSample(8000 * 2 ** 20, 80_000 * 2 ** 20));
+    expect(restartReturns(model)).toEqual({
+      process: 700 * 2 ** 20,
+      nonTorch: 636 * 2 ** 20
+    });
+    expect(commands.caption(CommandIDs.restartKernel, {})).toBe(
+      'Restart the kernel: frees all its VRAM (700.0 MiB, of which 636.0 MiB CUDA context and libraries that nothing else frees) and loses all variables'
+    );
   });
 });

@@ -60,6 +60,8 @@ describe('gaugeState', () => {
       'Cached by PyTorch: 24.0 MiB — free for this kernel, released by empty_cache()',
       'CUDA context and libraries: 636.0 MiB — freed only by restarting the kernel',
       'Not a leak: most of this kernel’s VRAM is PyTorch’s reusable cache and the CUDA context, not live tensors.',
+      // issue 17: the findings summary (the stale YOLO; the CUDA context)
+      'Findings: 1 warning (12.1 MiB), 1 info',
       'Live models: 2 (1 stale)'
     ]);
   });
@@ -205,6 +207,8 @@ describe('gaugeState bands (protocol 2)', () => {
       'Cached by PyTorch: 1.0 GiB — free for this kernel, released by empty_cache()',
       'CUDA context and libraries: 620.0 MiB — freed only by restarting the kernel',
       'Not a leak: most of this kernel’s VRAM is PyTorch’s reusable cache and the CUDA context, not live tensors.',
+      // issue 17: the CUDA context is a finding (info)
+      'Findings: 1 info',
       'Live models: none'
     ]);
     expect(state.tooltip.join('\n')).not.toMatch(/stale|climbs|leaking/);

@@ -20,14 +20,16 @@ describe('describeStacking', () => {
     );
   });
 
-  it('says when the older one is still named by a variable', () => {
+  it('names the variable that still holds the older one (issue 17: was "still named by first")', () => {
     const inventory = c01Inventory();
     inventory.models[0].holders = [
       { kind: 'variable', name: 'first', path: 'first' }
     ];
     inventory.models[0].stale = false;
     const [group] = findStackedModels(inventory);
-    expect(describeStacking(group, trans)).toContain('still named by first');
+    expect(describeStacking(group, trans)).toBe(
+      'Stacked YOLO: first still holds YOLO (yolov8n.yaml), 12.1 MiB; newer YOLO (yolov8n.yaml), 12.1 MiB in RAM.'
+    );
   });
 
   it('stays within the 140 characters of a toast', () => {
@@ -199,6 +201,100 @@ describe('GpuNotifier', () => {
       .options.actions?.find(a => a.label === 'Clean GPU')
       ?.callback(new MouseEvent('click'));
     expect(calls).toEqual([{ kernelId: 'k3' }]);
+    notifier.dispose();
+  });
+});
+
+describe('stacked toast after issue 17', () => {
+  afterEach(() => {
+    Notification.dismiss();
+  });
+  const MiB = 2 ** 20;
+  const hidden = {
+    kind: 'hidden' as const,
+    name: 'unreachable from the namespace',
+    path: 'unreachable from the namespace'
+  };
+
+  function setup(settings = {}) {
+    const model = new GpuKernelModel({ kernelId: 'k1' });
+    const monitor = new OneModelMonitor(model, settings);
+    const commands = new CommandRegistry();
+    const calls: unknown[] = [];
+    commands.addCommand('gpu-hygiene:delete-model', {
+      label: 'Delete Variables Holding Model…',
+      caption: 'Ask, then delete',
+      execute: args => void calls.push(args)
+    });
+    const notifier = new GpuNotifier({ monitor, commands, trans });
+    return { model, notifier, calls };
+  }
+
+  it('an older model still named by m: INFO with "Delete m…", no Clean GPU', () => {
+    const { model, notifier, calls } = setup();
+    const inventory = c01Inventory();
+    inventory.models[0].holders = [{ kind: 'variable', name: 'm', path: 'm' }];
+    inventory.models[0].stale = false;
+    model.apply(inventory);
+    const toasts = Notification.manager.notifications;
+    expect(toasts.map(t => t.type)).toEqual(['info']);
+    expect(toasts[0].message).toContain(
+      'm still holds YOLO (yolov8n.yaml), 12.1 MiB'
+    );
+    expect(toasts[0].options.actions?.map(a => [a.label, a.caption])).toEqual([
+      ['Delete m…', 'Ask, then delete'],
+      ["Don't warn again", 'Turn off stacked-model warnings in the settings']
+    ]);
+    toasts[0].options.actions?.[0].callback(new MouseEvent('click'));
+    expect(calls).toEqual([
+      { kernelId: 'k1', modelId: '0x7f0000000001', names: ['m'] }
+    ]);
+    // The older one becomes stale: the same toast turns into the warning.
+    model.apply(c01Inventory());
+    expect(Notification.manager.notifications.map(t => t.type)).toEqual([
+      'warning'
+    ]);
+    notifier.dispose();
+  });
+
+  it('never fires for the modules of a collected model or for parts', () => {
+    const { model, notifier } = setup();
+    const layers = ['Conv', 'C2f', 'Detect'].map((className, i) =>
+      yolo({
+        id: `0x${i + 10}`,
+        order: i + 10,
+        className,
+        label: className,
+        bytes: { 'cuda:0': 4 * MiB },
+        holders: [hidden],
+        stale: true
+      })
+    );
+    const ema = yolo({
+      id: '0x20',
+      order: 20,
+      className: 'DetectionModel',
+      holders: [
+        { kind: 'variable', name: 'model', path: 'model.trainer.ema.ema' },
+        { kind: 'variable', name: 'x', path: 'x' }
+      ]
+    });
+    model.apply({
+      ...c01Inventory(),
+      models: [c01Inventory().models[1], ...layers, ema]
+    });
+    expect(
+      Notification.manager.notifications.filter(t =>
+        t.message.startsWith('Stacked')
+      )
+    ).toEqual([]);
+    notifier.dispose();
+  });
+
+  it('below toastMinMiB: no toast (the panel still lists the finding)', () => {
+    const { model, notifier } = setup({ toastMinMiB: 64 });
+    model.apply(c01Inventory());
+    expect(Notification.manager.notifications).toEqual([]);
     notifier.dispose();
   });
 });

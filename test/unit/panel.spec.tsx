@@ -1,5 +1,5 @@
 import { nullTranslator } from '@jupyterlab/translation';
-import { fireEvent, render, screen } from '@testing-library/react';
+import { fireEvent, render, screen, within } from '@testing-library/react';
 import React from 'react';
 import { GpuKernelModel } from '../../src/model';
 import { MAX_CHART_POINTS, VramChart } from '../../src/panel/chart';
@@ -571,8 +571,22 @@ describe('who holds VRAM (protocol 2)', () => {
       HOSTILE,
       'val_losses'
     ]);
-    expect(screen.getAllByText('Fix…')).toHaveLength(1);
-    fireEvent.click(screen.getByText('Fix…'));
+    // One Fix… in the graphs table, and one on the same finding in the
+    // findings list (issue 17): none for the hostile name.
+    const graphsTable = container.querySelector(
+      '.jp-GpuHygiene-graphs'
+    ) as HTMLElement;
+    expect(within(graphsTable).getAllByText('Fix…')).toHaveLength(1);
+    expect(screen.getAllByText('Fix…')).toHaveLength(2);
+    expect(
+      container
+        .querySelector(
+          '.jp-GpuHygiene-findings [data-kind="graph-holder"] [data-action="fix"]'
+        )
+        ?.closest('[data-finding]')
+        ?.getAttribute('data-finding')
+    ).toBe('graph-holder:val_losses');
+    fireEvent.click(within(graphsTable).getByText('Fix…'));
     expect(fixed).toEqual(['val_losses']);
   });
 

@@ -87,7 +87,7 @@ describe('GpuNotifier wiring', () => {
       TOAST_RULES.map(
         create => create({ trans, actions: {} as any }).id // ids only
       )
-    ).toEqual(['graphs', 'stacked', 'leak', 'oom', 'cleaned']);
+    ).toEqual(['graphs', 'stacked', 'findings', 'leak', 'oom', 'cleaned']);
   });
 
   it('a new rule is one factory in the rules list', () => {

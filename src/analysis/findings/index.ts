@@ -1,0 +1,170 @@
+/**
+ * Findings: the agent's facts turned into what the user is told, by pure
+ * rules, one file per fault kind ({@link FINDING_RULES}). Views render the
+ * result of {@link findings} generically: the VRAM panel lists them all, the
+ * gauge tooltip summarises them ({@link summarizeFindings}), toasts raise
+ * the warnings above a size setting (`notifications/findings.ts`).
+ *
+ * Adding a kind = one rule file, one line here, its `FindingKind`, a jest
+ * spec; a new fact, if one is needed, goes through `protocol.ts` first.
+ */
+import type { TranslationBundle } from '@jupyterlab/translation';
+import type { GpuKernelModel } from '../../model';
+import { CommandIDs } from '../../tokens';
+import { sumBytes } from '../format';
+import { cudaContextRule } from './cuda-context';
+import { cudaTensorsRule } from './cuda-tensors';
+import { graphHolderRule } from './graph-holder';
+import { holderUnknownRule } from './holder-unknown';
+import { namedOlderModelRule } from './named-older-model';
+import { outputTensorsRule } from './output-tensors';
+import { ownerObjectRule } from './owner-object';
+import { staleModelRule } from './stale-model';
+import { tracebackTensorsRule } from './traceback-tensors';
+import type { FindingFix, FindingRule, IFacts, IFinding } from './types';
+import { unreachableRule } from './unreachable';
+
+export type {
+  FindingFix,
+  FindingKind,
+  FindingRule,
+  FindingSeverity,
+  IFacts,
+  IFinding,
+  PerDevice
+} from './types';
+export { userModels } from './models';
+
+/** The finding rules, one per kind. */
+export const FINDING_RULES: ReadonlyArray<FindingRule> = [
+  staleModelRule,
+  unreachableRule,
+  holderUnknownRule,
+  namedOlderModelRule,
+  graphHolderRule,
+  tracebackTensorsRule,
+  outputTensorsRule,
+  ownerObjectRule,
+  cudaTensorsRule,
+  cudaContextRule
+];
+
+/**
+ * Every finding of the facts, largest first (bytes on all devices), then
+ * warnings before infos, then by id (a stable order).
+ *
+ * @param rules - the rules to run (default {@link FINDING_RULES}).
+ */
+export function findings(
+  facts: IFacts,
+  rules: ReadonlyArray<FindingRule> = FINDING_RULES
+): IFinding[] {
+  const rank = { warning: 0, info: 1 };
+  return rules
+    .flatMap(rule => rule(facts))
+    .sort(
+      (a, b) =>
+        sumBytes(b.bytes) - sumBytes(a.bytes) ||
+        rank[a.severity] - rank[b.severity] ||
+        a.id.localeCompare(b.id)
+    );
+}
+
+/** The facts of a kernel model: its latest inventory and sample, and its hello. */
+export function factsOf(model: GpuKernelModel): IFacts {
+  return {
+    inventory: model.inventory,
+    sample: model.latestSample,
+    hello: model.hello
+  };
+}
+
+/** Counts for a one-line summary (the gauge tooltip). */
+export interface IFindingSummary {
+  /** Number of warnings. */
+  warnings: number;
+  /** Bytes of the warnings, all devices. */
+  warningBytes: number;
+  /** Number of infos. */
+  infos: number;
+}
+
+/** Count the warnings (and their bytes) and the infos. */
+export function summarizeFindings(
+  list: ReadonlyArray<IFinding>
+): IFindingSummary {
+  const warnings = list.filter(f => f.severity === 'warning');
+  return {
+    warnings: warnings.length,
+    warningBytes: warnings.reduce((sum, f) => sum + sumBytes(f.bytes), 0),
+    infos: list.length - warnings.length
+  };
+}
+
+/** A command with its arguments: what a fix button runs. */
+export interface IFixCommand {
+  /** A {@link CommandIDs} id. */
+  id: string;
+  /** Its arguments (always with `kernelId`). */
+  args: { [key: string]: string | string[] };
+}
+
+/**
+ * The command a fix runs, or null for `none` (no button).
+ *
+ * - `clean` → Clean GPU, or the per-model "free" with `plan.modelId`;
+ * - `delete` → "Delete…" of the model with the variables to delete (it asks);
+ * - `detach` → "Fix…" of the graph holder (it asks);
+ * - `restart` → Restart kernel (JupyterLab's confirmation).
+ */
+export function fixCommand(
+  fix: FindingFix,
+  kernelId: string
+): IFixCommand | null {
+  switch (fix.kind) {
+    case 'clean':
+      return fix.plan.modelId
+        ? {
+            id: CommandIDs.freeModel,
+            args: { kernelId, modelId: fix.plan.modelId }
+          }
+        : { id: CommandIDs.clean, args: { kernelId } };
+    case 'delete':
+      return {
+        id: CommandIDs.deleteModel,
+        args: { kernelId, modelId: fix.modelId, names: [...fix.names] }
+      };
+    case 'detach':
+      return {
+        id: CommandIDs.fixGraphHolder,
+        args: { kernelId, name: fix.name }
+      };
+    case 'restart':
+      return { id: CommandIDs.restartKernel, args: { kernelId } };
+    case 'none':
+      return null;
+  }
+}
+
+/**
+ * The label of a fix's button, or null for `none` (no button): "Clean GPU"
+ * (also for one model: the Clean GPU plan limited to it), "Delete m…",
+ * "Fix…", "Restart kernel". The caption comes from the command.
+ */
+export function fixLabel(
+  fix: FindingFix,
+  trans: TranslationBundle
+): string | null {
+  switch (fix.kind) {
+    case 'clean':
+      return trans.__('Clean GPU');
+    case 'delete':
+      return trans.__('Delete %1…', fix.names.join(', '));
+    case 'detach':
+      return trans.__('Fix…');
+    case 'restart':
+      return trans.__('Restart kernel');
+    case 'none':
+      return null;
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * Named older model: two models of one family (`stackingKey`), the older
+ * one still named by a user variable — "m still holds YOLO (yolov8n.yaml),
+ * 12.1 MiB". Info: the user may still want it. The fix asks first: "Delete
+ * m…" (the variables that bind the model itself, identifiers only); when no
+ * such name exists, no button. An older instance nothing names is the
+ * `stale-model` warning instead; modules nothing reaches and parts never
+ * make a stack (`findStackedModels`).
+ */
+import { deletableNames } from '../holders';
+import { formatBytes, listNames, sumBytes } from '../format';
+import { findStackedModels, holderNames } from '../stacking';
+import { modelAndParts, modelName } from './models';
+import type { FindingRule, IFinding } from './types';
+
+/** The named-older-model rule: one finding per older instance still named. */
+export const namedOlderModelRule: FindingRule = ({ inventory }) => {
+  if (!inventory) {
+    return [];
+  }
+  return findStackedModels(inventory).flatMap(group =>
+    group.older
+      .filter(m => !m.stale)
+      .map((model): IFinding => {
+        const names = holderNames({
+          ...model,
+          holders: model.holders.filter(h => h.kind === 'variable')
+        });
+        const deletable = deletableNames(model);
+        const bytes = modelAndParts(model);
+        const subject = listNames([...new Set(names)], 3);
+        const name = modelName(model);
+        const newer = modelName(group.newest);
+        return {
+          kind: 'named-older-model',
+          id: `named-older-model:${model.id}`,
+          severity: 'info',
+          subject,
+          bytes,
+          explain: trans =>
+            trans.__(
+              '%1 still holds %2, %3, while a newer %4 is loaded.',
+              subject,
+              name,
+              formatBytes(sumBytes(bytes)),
+              newer
+            ),
+          evidence: [
+            ...new Set(
+              model.holders
+                .filter(h => h.kind !== 'hidden')
+                .map(h => h.path || h.name)
+            )
+          ],
+          fix: deletable.length
+            ? { kind: 'delete', modelId: model.id, names: deletable }
+            : { kind: 'none' },
+          stack: group.key
+        };
+      })
+  );
+};

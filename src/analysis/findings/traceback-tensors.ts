@@ -1,0 +1,69 @@
+/**
+ * Traceback tensors: what the last exception's traceback keeps alive (the
+ * failed cell's frames and their tensors). Bytes: the traceback root's, per
+ * device (storages no variable or output reaches), without the stale models
+ * it holds (those are `stale-model` findings of their own). Evidence: the
+ * frames that keep bytes. Warning when it holds CUDA memory, else info. Fix:
+ * Clean GPU (it clears the last traceback).
+ */
+import { formatBytes, formatPlacement, sumBytes } from '../format';
+import { addBytes, maxCudaBytes, modelAndParts, userModels } from './models';
+import type { FindingRule } from './types';
+
+/** The traceback-tensors rule: at most one finding. */
+export const tracebackTensorsRule: FindingRule = ({ inventory }) => {
+  if (!inventory) {
+    return [];
+  }
+  const roots = inventory.roots.filter(r => r.kind === 'traceback');
+  const bytes: Record<string, number> = {};
+  roots.forEach(r => addBytes(bytes, r.bytes));
+  // The roots' bytes are attributed in the order variables, output cache,
+  // traceback: a stale model the output cache does not hold counts here.
+  for (const model of userModels(inventory)) {
+    const kinds = new Set(model.holders.map(h => h.kind));
+    if (model.stale && kinds.has('traceback') && !kinds.has('output')) {
+      for (const [device, value] of Object.entries(modelAndParts(model))) {
+        if (device in bytes) {
+          bytes[device] = Math.max(0, bytes[device] - value);
+        }
+      }
+    }
+  }
+  for (const device of Object.keys(bytes)) {
+    if (bytes[device] <= 0) {
+      delete bytes[device];
+    }
+  }
+  if (sumBytes(bytes) === 0) {
+    return [];
+  }
+  const error = inventory.lastError;
+  const subject = roots.map(r => r.name).join(', ');
+
+  const evidence = (error?.frames ?? [])
+    .filter(f => sumBytes(f.bytes) > 0)
+    .map(f => `${f.name}: ${formatPlacement(f.bytes)} (${f.tensors})`);
+  return [
+    {
+      kind: 'traceback-tensors',
+      id: 'traceback-tensors',
+      severity: maxCudaBytes(bytes) > 0 ? 'warning' : 'info',
+      subject,
+      bytes,
+      explain: trans =>
+        error
+          ? trans.__(
+              'The last exception (%1) keeps its frames and their tensors alive: %2. Clean GPU clears the last traceback.',
+              error.type,
+              formatBytes(sumBytes(bytes))
+            )
+          : trans.__(
+              'The last exception keeps its frames and their tensors alive: %1. Clean GPU clears the last traceback.',
+              formatBytes(sumBytes(bytes))
+            ),
+      evidence: evidence.length ? evidence : roots.map(r => r.name),
+      fix: { kind: 'clean', plan: {} }
+    }
+  ];
+};
