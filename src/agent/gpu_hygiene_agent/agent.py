@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from . import clean, inventory, oom
+from . import children, clean, inventory, oom
 from .devices import DeviceSampler
 from .limits import (
     AGENT_VERSION,
@@ -57,6 +57,7 @@ class Agent:
         self.inventory = inventory.Inventory(
             shell, self.tracker, frozenset(map(id, own)), self._inventory_error
         )
+        self.inventory.nvml_pids = self._nvml_pids
         self.configure(config)
 
     # ---- lifecycle
@@ -297,6 +298,9 @@ class Agent:
         """The ``inventory`` message (dict), or None (an ``error`` was sent): see
         ``inventory.Inventory.build``."""
         return self.inventory.build(execution_count, reuse)
+
+    def _nvml_pids(self):
+        return children.nvml_pids(self.devices, self.pid)
 
     def _nvml_error(self, exc):
         self.error("nvml", exc)
