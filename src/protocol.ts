@@ -177,7 +177,8 @@ const children = z.object({
   reason: z.nullable(shortText),
   truncated: z.boolean(),
   processes: z.array(childProcess).check(z.maxLength(1000)),
-  holders: z.array(workerHolder).check(z.maxLength(1000))
+  holders: z.array(workerHolder).check(z.maxLength(1000)),
+  orphans: z.optional(z.array(childProcess).check(z.maxLength(1000)))
 });
 
 const inventory = z.object({
@@ -331,6 +332,8 @@ export type IAllocatorDevice = z.infer<typeof allocatorDevice>;
  * shared with the kernel); `cuda`: holds a CUDA context (NVML's process
  * list, or `/dev/nvidia-uvm`/`/dev/nvidiaN` open: `cudaSource` "fd",
  * inherited by a fork of a kernel with a context), null when unknown.
+ * `orphans`: DataLoader workers of this user whose kernel is gone
+ * (reparented to pid 1), e.g. left by a restart while a worker was busy.
  */
 export type IChildren = z.infer<typeof children>;
 /** One child process of {@link IChildren}. */

@@ -269,3 +269,27 @@ def test_a_fake_proc_tree_is_followed_and_zombies_left_out(agent, tmp_path):
     assert fact["processes"][1]["rss"] == 25 * page
     # a context opens nvidia-uvm; nvidiactl alone is NVML's
     assert [p["cuda"] for p in fact["processes"]] == [False, True]
+
+
+def test_orphaned_workers_are_this_users_pt_data_workers_under_pid_1(agent, tmp_path):
+    def proc(pid, ppid, comm):
+        base = tmp_path / str(pid)
+        base.mkdir()
+        (base / "stat").write_text(f"{pid} ({comm}) S {ppid} 1 1\n")
+        (base / "comm").write_text(comm + "\n")
+        (base / "cmdline").write_bytes(b"python\0-m\0ipykernel_launcher\0")
+        (base / "statm").write_text("100 25 3 1 0 10 0\n")
+        (base / "fd").mkdir()
+
+    proc(20, 1, "pt_data_worker")  # its kernel is gone
+    proc(21, 300, "pt_data_worker")  # a live kernel's worker
+    proc(22, 1, "python3")  # not a worker
+    (tmp_path / "self").mkdir()
+    orphans = agent.children.orphan_workers(str(tmp_path))
+    assert [p["pid"] for p in orphans] == [20]
+    assert agent.children.orphan_workers(str(tmp_path), uid=os.getuid() + 1) == []
+    fact = agent.children.children_fact(20, [], proc=str(tmp_path), orphans=orphans)
+    assert fact["orphans"][0]["pid"] == 20 and fact["orphans"][0]["cuda"] is False
+    assert "zombie" not in fact["orphans"][0]
+    (tmp_path / "20" / "stat").write_text("20 (pt_data_worker) Z 1 1 1\n")
+    assert agent.children.still_running(orphans, str(tmp_path)) == []

@@ -237,3 +237,60 @@ def test_dataloader_workers_their_holders_and_the_drop_cell(device, session, che
     result, _ = s.run(code=code)
     assert result.error is None
     assert os.path.basename(code.splitlines()[0]) == "# gpu-hygiene: drop_workers"
+
+
+STUCK = (
+    "import time\n"
+    "import torch\n"
+    "from torch.utils.data import DataLoader, Dataset\n"
+    "class Slow(Dataset):\n"
+    "    def __len__(self):\n"
+    "        return 100\n"
+    "    def __getitem__(self, i):\n"
+    "        if i >= 2:\n"
+    "            time.sleep(120)  # busy: its watchdog looks for the kernel between batches\n"
+    "        return torch.tensor(float(i))\n"
+    "it = iter(DataLoader(Slow(), batch_size=1, num_workers=1))\n"
+    "first = next(it)"
+)
+
+
+def parent(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def test_workers_a_killed_kernel_left_behind_are_listed_by_the_next_one(session, check):
+    a = session(name="orphans-before")
+    a.run(code=STUCK)
+    (worker,) = a.evaluate(p="[w.pid for w in it._workers]")["p"]
+    try:
+        os.kill(a.pid, 9)  # the kernel dies; its busy worker does not
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and alive(a.pid):
+            time.sleep(0.1)
+        ppid = parent(worker)
+        while time.monotonic() < deadline and ppid == a.pid:  # reparenting follows the exit
+            time.sleep(0.1)
+            ppid = parent(worker)
+        b = session(name="orphans-after")
+        inventory = b.comm.messages("inventory")[0]
+        orphans = {p["pid"]: p for p in inventory["children"]["orphans"]}
+        check.row(
+            "orphaned DataLoader worker after the kernel was killed",
+            "listed by the next kernel's agent (pid, RSS > 0), not as its own child",
+            f"worker {worker} reparented to {ppid}; orphans {sorted(orphans)}",
+            (worker in orphans and orphans[worker]["rss"] > 0) if ppid == 1 else None,
+        )
+        assert worker not in {p["pid"] for p in inventory["children"]["processes"]}
+        _, later = b.run(code="x = 1")
+        assert worker in {p["pid"] for p in later["children"]["orphans"]} or ppid != 1
+    finally:
+        if alive(worker):
+            os.kill(worker, 9)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and alive(worker):
+        time.sleep(0.1)
+    inventory = b.comm.request_inventory()
+    assert worker not in {p["pid"] for p in inventory["children"]["orphans"]}

@@ -29,6 +29,8 @@ MAX_FDS = 512  # open files looked at per process for /dev/nvidia*
 MAX_LEVEL_ITEMS = 64  # items / attributes of one root looked at for a loader or iterator
 MAX_HOLDERS = 32
 CMDLINE_TEXT = 200
+MAX_SCAN = 20000  # /proc entries looked at for orphans (once per agent)
+WORKER_NAME = "pt_data_worker"  # what torch names its DataLoader worker processes
 ITER_CLASS = "_MultiProcessingDataLoaderIter"
 LOADER_CLASS = "DataLoader"
 DATALOADER_MODULE = "torch.utils.data.dataloader"
@@ -123,6 +125,46 @@ def proc_tree(pid, proc="/proc"):
     else:
         truncated = True
     return out, truncated
+
+
+def orphan_workers(proc="/proc", uid=None):
+    """DataLoader workers (``comm`` "pt_data_worker") of this user whose parent is gone (they
+    were reparented to pid 1): left behind by a kernel that was restarted or killed while a
+    worker was busy (a live worker exits by itself within 5 s of its kernel, between two
+    batches). One pass over ``/proc`` (list of process dicts, as ``proc_process``); [] where
+    there is no ``/proc``."""
+    uid = os.getuid() if uid is None and hasattr(os, "getuid") else uid
+    try:
+        entries = os.listdir(proc)
+    except OSError:
+        return []
+    out = []
+    for entry in entries[:MAX_SCAN]:
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"{proc}/{entry}").st_uid != uid:
+                continue
+            if _read(f"{proc}/{entry}/comm").strip() != WORKER_NAME:
+                continue
+        except OSError:
+            continue
+        info = proc_process(int(entry), proc)
+        if info is not None and not info["zombie"] and info["ppid"] in (0, 1):
+            out.append(info)
+            if len(out) >= MAX_CHILDREN:
+                break
+    return out
+
+
+def still_running(processes, proc="/proc"):
+    """The processes of ``processes`` (dicts) that still run, re-read (list)."""
+    out = []
+    for old in processes:
+        info = proc_process(old["pid"], proc)
+        if info is not None and not info["zombie"] and info["ppid"] == old["ppid"]:
+            out.append(info)
+    return out
 
 
 # ---- processes through psutil
@@ -263,14 +305,29 @@ def _inside(value):
     cls = type(value)
     if cls is dict:
         for key, item in list(value.items())[:MAX_LEVEL_ITEMS]:
-            yield f"[{key!r}]", item
+            # only keys whose repr runs no user code
+            label = repr(key) if type(key) in (str, int, float, bool) else "\u2026"
+            yield f"[{label}]", item
     elif cls in (list, tuple):
         for i, item in enumerate(value[:MAX_LEVEL_ITEMS]):
             yield f"[{i}]", item
-    elif not isinstance(value, type):
+    elif not issubclass(cls, type):  # type(), not isinstance: never a user's __class__
         for attr, item in list(vars_of(value).items())[:MAX_LEVEL_ITEMS]:
             if isinstance(attr, str):
                 yield "." + attr, item
+
+
+def _candidates(kind, name, value, kinds):
+    """[(holder dict, object)] for one root: the root itself, else what is one level in it."""
+    found = _holder(kind, name, name, value, kinds)
+    if found is not None:
+        return [(found, value)]
+    out = []
+    for suffix, item in _inside(value):
+        hit = _holder(kind, name, name + suffix, item, kinds)
+        if hit is not None:
+            out.append((hit, item))
+    return out
 
 
 def worker_holders(roots_by_kind):
@@ -289,13 +346,10 @@ def worker_holders(roots_by_kind):
                 return out
             if not isinstance(name, str):
                 continue
-            found = _holder(kind, name, name, value, kinds)
-            candidates = [(found, value)] if found else []
-            if found is None:
-                for suffix, item in _inside(value):
-                    hit = _holder(kind, name, name + suffix, item, kinds)
-                    if hit is not None:
-                        candidates.append((hit, item))
+            try:
+                candidates = _candidates(kind, name, value, kinds)
+            except Exception:
+                continue  # an object that breaks even these reads holds no worker we can name
             for hit, obj in candidates:
                 key = (id(obj), hit["name"])
                 if key not in seen:
@@ -304,31 +358,34 @@ def worker_holders(roots_by_kind):
     return out
 
 
-def children_fact(pid, roots_by_kind, nvml_pids=None, proc="/proc"):
+def _cuda_of(info, nvml_pids):
+    """Replace ``zombie``/``cudaFiles`` of a process dict by ``cuda`` and ``cudaSource``."""
+    info.pop("zombie", None)
+    files = info.pop("cudaFiles", None)
+    if nvml_pids is not None:
+        info["cuda"], info["cudaSource"] = info["pid"] in nvml_pids, "nvml"
+    elif files is not None:
+        info["cuda"], info["cudaSource"] = files > 0, "fd"
+    else:
+        info["cuda"], info["cudaSource"] = None, None
+    return info
+
+
+def children_fact(pid, roots_by_kind, nvml_pids=None, proc="/proc", orphans=()):
     """The ``children`` fact of an inventory (dict):
 
     ``visible`` (bool: the kernel's children could be listed), ``source`` ("proc", "psutil"
     or None), ``reason`` (why not visible, else None), ``truncated`` (more than
     ``MAX_CHILDREN`` or ``MAX_DEPTH``), ``processes``: [{pid, ppid, name, cmdline (at most 200
     characters), rss (bytes), cuda (bool or None: unknown), cudaSource ("nvml", "fd" or None)}],
-    zombies left out, and ``holders`` (``worker_holders``; pids that are not children any more
-    are dropped from them).
+    zombies left out, ``holders`` (``worker_holders``; pids that are not children any more
+    are dropped from them) and ``orphans`` (``orphans``: process dicts from
+    ``orphan_workers`` / ``still_running``, shaped like ``processes``).
 
     ``nvml_pids``: the pids NVML lists on any device (a set), or None without NVML.
     """
     source, processes, truncated, reason = read_tree(pid, proc)
-    alive = []
-    for info in processes:
-        if info.pop("zombie"):
-            continue
-        files = info.pop("cudaFiles")
-        if nvml_pids is not None:
-            info["cuda"], info["cudaSource"] = info["pid"] in nvml_pids, "nvml"
-        elif files is not None:
-            info["cuda"], info["cudaSource"] = files > 0, "fd"
-        else:
-            info["cuda"], info["cudaSource"] = None, None
-        alive.append(info)
+    alive = [_cuda_of(info, nvml_pids) for info in processes if not info["zombie"]]
     holders = worker_holders(roots_by_kind)
     if source is not None:
         known = {p["pid"] for p in alive}
@@ -342,6 +399,7 @@ def children_fact(pid, roots_by_kind, nvml_pids=None, proc="/proc"):
         "truncated": bool(truncated),
         "processes": alive,
         "holders": holders,
+        "orphans": [_cuda_of(dict(info), nvml_pids) for info in orphans],
     }
 
 

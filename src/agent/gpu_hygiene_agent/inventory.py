@@ -54,6 +54,7 @@ class Inventory:
         # () -> set of the pids NVML lists on any device, or None (set by the agent)
         self.nvml_pids = None
         self.children_read = 0.0  # perf_counter() of the last read of the child processes
+        self.orphans = None  # orphaned DataLoader workers: one /proc scan, then re-checked
 
     def build(self, execution_count, reuse=False):
         """The ``inventory`` message (dict), or None when building it failed (``on_error`` was
@@ -122,6 +123,11 @@ class Inventory:
             "children": self.children(walked.variables),
         }
 
+    def scan_orphans(self):
+        """Look once for DataLoader workers a previous kernel left running (one pass over
+        ``/proc``, ~1 ms for 150 processes); later inventories only re-check those."""
+        self.orphans = children.orphan_workers()
+
     def children(self, variables):
         """The ``children`` fact (``children.children_fact``): the kernel's child processes and
         the user variables and output-cache entries that keep DataLoader workers alive
@@ -133,7 +139,11 @@ class Inventory:
                 variables = roots.variable_roots(self.shell)
             pairs = [("variable", variables), ("output", roots.output_roots(self.shell))]
         nvml_pids = self.nvml_pids() if self.nvml_pids is not None else None
-        return children.children_fact(self.pid, pairs, nvml_pids)
+        if self.orphans is None:
+            self.scan_orphans()
+        elif self.orphans:
+            self.orphans = children.still_running(self.orphans)
+        return children.children_fact(self.pid, pairs, nvml_pids, orphans=self.orphans)
 
     def walk_roots(self, torch):
         """``RootWalk``: the user variables and the output cache (only once torch is

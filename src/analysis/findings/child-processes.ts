@@ -5,7 +5,9 @@
  * per group of holders sharing workers; the other children, one info; and,
  * where the kernel's children cannot be listed (no `/proc`, no psutil), one
  * info that says so, so that the panel never shows "no workers" it cannot
- * see.
+ * see; and the workers a previous kernel left running (`orphans`, after a
+ * restart): a warning naming their pids (no button: the kernel cannot tell
+ * whether they are still wanted; the text gives the `kill` line).
  *
  * Bytes are host memory (`cpu`: the workers' RSS; a forked worker's RSS
  * counts pages it still shares with the kernel). A group is a warning when
@@ -140,6 +142,30 @@ export const childProcessesRule: FindingRule = ({ inventory }) => {
       fix: { kind: 'none' }
     });
   }
+  const orphans = children.orphans ?? [];
+  if (orphans.length) {
+    const rss = orphans.reduce((sum, p) => sum + p.rss, 0);
+    const withCuda = orphans.filter(p => p.cuda === true).length;
+    const pids = orphans.map(p => p.pid).sort((a, b) => a - b);
+    out.push({
+      kind: 'child-processes',
+      id: `child-processes:orphans:${pids.join(',')}`,
+      severity: 'warning',
+      subject: `pid ${listNames(pids.map(String), 4)}`,
+      bytes: { cpu: rss },
+      explain: trans =>
+        trans._n(
+          '%1 DataLoader worker of a previous kernel still runs (%2 RSS, %3 with a CUDA context): end it with kill %4.',
+          '%1 DataLoader workers of a previous kernel still run (%2 RSS, %3 with a CUDA context): end them with kill %4.',
+          orphans.length,
+          formatBytes(rss),
+          withCuda,
+          pids.join(' ')
+        ),
+      evidence: orphans.map(p => workerEvidence(p)),
+      fix: { kind: 'none' }
+    });
+  }
   if (!children.visible && !children.holders.length) {
     out.push({
       kind: 'child-processes',
@@ -159,13 +185,11 @@ export const childProcessesRule: FindingRule = ({ inventory }) => {
   return out;
 };
 
-/** `pid 4242 pt_data_worker: 301.0 MiB RSS, CUDA context` (cmdline on hover in the panel). */
+/**
+ * `pid 4242 pt_data_worker: RSS 301.0 MiB, CUDA (nvml)`: technical terms
+ * only, not translated (like holder paths).
+ */
 function workerEvidence(p: IChildProcess): string {
-  const cuda =
-    p.cuda === true
-      ? p.cudaSource === 'fd'
-        ? ', NVIDIA device files open'
-        : ', CUDA context'
-      : '';
-  return `pid ${p.pid} ${p.name}: ${formatBytes(p.rss)} RSS${cuda}`;
+  const cuda = p.cuda === true ? `, CUDA (${p.cudaSource ?? '?'})` : '';
+  return `pid ${p.pid} ${p.name}: RSS ${formatBytes(p.rss)}${cuda}`;
 }

@@ -70,9 +70,10 @@ export const fragmentedCacheRule: FindingRule = ({ inventory }) => {
           "%1 of PyTorch's cache is fragmented (empty_cache() can't return it); next kernel: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
           formatBytes(total)
         ),
+      // memory_stats' own terms, not translated (like holder paths)
       evidence: devices.map(
         d =>
-          `cuda:${d.index}: ${formatBytes(d.inactiveSplit)} fragmented of ${formatBytes(d.reserved)} reserved, ${formatBytes(d.releasable)} returnable by empty_cache()`
+          `cuda:${d.index}: inactive_split ${formatBytes(d.inactiveSplit)}, reserved ${formatBytes(d.reserved)}, releasable ${formatBytes(d.releasable)}`
       ),
       fix: { kind: 'restart', bytes }
     }

@@ -80,7 +80,7 @@ describe('child-processes', () => {
       '3 DataLoader workers (1.2 GiB RSS, 0 with a CUDA context) kept alive by train_loader (persistent_workers=True).'
     );
     expect(finding.evidence[0]).toBe('train_loader (DataLoader)');
-    expect(finding.evidence[1]).toBe('pid 201 pt_data_worker: 400.0 MiB RSS');
+    expect(finding.evidence[1]).toBe('pid 201 pt_data_worker: RSS 400.0 MiB');
     expect(fixLabel(finding.fix, trans)).toBe('Drop train_loader…');
     expect(fixCommand(finding.fix, 'k1')).toEqual({
       id: CommandIDs.dropWorkers,
@@ -96,6 +96,9 @@ describe('child-processes', () => {
       })
     );
     expect(cuda.severity).toBe('warning');
+    expect(cuda.evidence[1]).toBe(
+      'pid 201 pt_data_worker: RSS 300.0 MiB, CUDA (fd)'
+    );
     expect(cuda.explain(trans)).toBe(
       '2 DataLoader workers (700.0 MiB RSS, 1 with a CUDA context) kept alive by it.'
     );
@@ -196,6 +199,27 @@ describe('child-processes', () => {
     expect(held.fix.kind).toBe('drop-workers');
     expect(held.explain(trans)).toBe(
       `2 DataLoader workers kept alive by loader (persistent_workers=True); their memory cannot be seen from this kernel (${reason}).`
+    );
+  });
+
+  it('workers a previous kernel left running: a warning with their pids, no button', () => {
+    const [finding] = childProcessesRule(
+      withChildren({
+        orphans: [
+          { ...worker(502, 300 * MiB), ppid: 1 },
+          { ...worker(501, 300 * MiB, true), ppid: 1 }
+        ]
+      })
+    );
+    expect(finding).toMatchObject({
+      id: 'child-processes:orphans:501,502',
+      severity: 'warning',
+      subject: 'pid 501, 502',
+      bytes: { cpu: 600 * MiB },
+      fix: { kind: 'none' }
+    });
+    expect(finding.explain(trans)).toBe(
+      '2 DataLoader workers of a previous kernel still run (600.0 MiB RSS, 1 with a CUDA context): end them with kill 501 502.'
     );
   });
 

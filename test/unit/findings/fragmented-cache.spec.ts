@@ -48,7 +48,7 @@ describe('fragmented-cache', () => {
       "96.0 MiB of PyTorch's cache is fragmented: empty_cache() cannot return it while these tensors are alive; for the next kernel, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True avoids it."
     );
     expect(finding.evidence).toEqual([
-      'cuda:0: 96.0 MiB fragmented of 2.0 GiB reserved, 64.0 MiB returnable by empty_cache()'
+      'cuda:0: inactive_split 96.0 MiB, reserved 2.0 GiB, releasable 64.0 MiB'
     ]);
   });
 
