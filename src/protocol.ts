@@ -331,7 +331,8 @@ export type IAllocatorDevice = z.infer<typeof allocatorDevice>;
  * list them. `rss` in bytes (of a forked worker it counts pages still
  * shared with the kernel); `cuda`: holds a CUDA context (NVML's process
  * list, or `/dev/nvidia-uvm`/`/dev/nvidiaN` open: `cudaSource` "fd",
- * inherited by a fork of a kernel with a context), null when unknown.
+ * which a fork inherits: null for such a child of a kernel that has them
+ * open itself), null when unknown.
  * `orphans`: DataLoader workers of this user whose kernel is gone
  * (reparented to pid 1), e.g. left by a restart while a worker was busy.
  */

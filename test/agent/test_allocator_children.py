@@ -293,3 +293,33 @@ def test_orphaned_workers_are_this_users_pt_data_workers_under_pid_1(agent, tmp_
     assert "zombie" not in fact["orphans"][0]
     (tmp_path / "20" / "stat").write_text("20 (pt_data_worker) Z 1 1 1\n")
     assert agent.children.still_running(orphans, str(tmp_path)) == []
+
+
+def test_device_files_a_fork_inherits_say_nothing(agent, tmp_path):
+    """A kernel with a CUDA context has /dev/nvidia-uvm open; its forked workers list it too
+    without a context of their own (seen on an H200, where NVML listed only the kernel): with
+    no NVML to ask, such a child's context is unknown, and one without the files has none."""
+
+    def proc(pid, ppid, kids=(), files=()):
+        base = tmp_path / str(pid)
+        (base / "task" / str(pid)).mkdir(parents=True)
+        (base / "task" / str(pid) / "children").write_text(" ".join(map(str, kids)))
+        (base / "stat").write_text(f"{pid} (p) S {ppid} 1 1\n")
+        (base / "comm").write_text("p\n")
+        (base / "cmdline").write_bytes(b"p\0")
+        (base / "statm").write_text("1 1 0 0 0 0 0\n")
+        (base / "fd").mkdir()
+        for i, target in enumerate(files):
+            os.symlink(target, base / "fd" / str(i))
+
+    proc(10, 1, kids=(11, 12), files=("/dev/nvidia-uvm", "/dev/nvidia0"))
+    proc(11, 10, files=("/dev/nvidia-uvm", "/dev/nvidia0"))
+    proc(12, 10)
+    fact = agent.children.children_fact(10, [], proc=str(tmp_path))
+    assert [(p["pid"], p["cuda"], p["cudaSource"]) for p in fact["processes"]] == [
+        (11, None, "fd"),
+        (12, False, "fd"),
+    ]
+    # NVML, where it lists the kernel, decides
+    fact = agent.children.children_fact(10, [], nvml_pids={10}, proc=str(tmp_path))
+    assert [p["cuda"] for p in fact["processes"]] == [False, False]

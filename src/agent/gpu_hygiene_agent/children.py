@@ -358,14 +358,19 @@ def worker_holders(roots_by_kind):
     return out
 
 
-def _cuda_of(info, nvml_pids):
-    """Replace ``zombie``/``cudaFiles`` of a process dict by ``cuda`` and ``cudaSource``."""
+def _cuda_of(info, nvml_pids, inherited=False):
+    """Replace ``zombie``/``cudaFiles`` of a process dict by ``cuda`` and ``cudaSource``.
+    ``inherited``: the kernel itself has those device files open, so a forked child has them
+    too without a context of its own (seen on an H200: forked DataLoader workers list
+    /dev/nvidia-uvm and /dev/nvidia0 while NVML lists only the kernel); then open files say
+    nothing (``cuda`` None) and only their absence does."""
     info.pop("zombie", None)
     files = info.pop("cudaFiles", None)
     if nvml_pids is not None:
         info["cuda"], info["cudaSource"] = info["pid"] in nvml_pids, "nvml"
     elif files is not None:
-        info["cuda"], info["cudaSource"] = files > 0, "fd"
+        info["cuda"] = None if files > 0 and inherited else files > 0
+        info["cudaSource"] = "fd"
     else:
         info["cuda"], info["cudaSource"] = None, None
     return info
@@ -385,7 +390,8 @@ def children_fact(pid, roots_by_kind, nvml_pids=None, proc="/proc", orphans=()):
     ``nvml_pids``: the pids NVML lists on any device (a set), or None without NVML.
     """
     source, processes, truncated, reason = read_tree(pid, proc)
-    alive = [_cuda_of(info, nvml_pids) for info in processes if not info["zombie"]]
+    inherited = bool(processes) and nvml_pids is None and bool(cuda_files(pid, proc))
+    alive = [_cuda_of(info, nvml_pids, inherited) for info in processes if not info["zombie"]]
     holders = worker_holders(roots_by_kind)
     if source is not None:
         known = {p["pid"] for p in alive}

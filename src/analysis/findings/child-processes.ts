@@ -80,6 +80,7 @@ export const childProcessesRule: FindingRule = ({ inventory }) => {
       .filter((p): p is IChildProcess => p !== undefined);
     const rss = seen.reduce((sum, p) => sum + p.rss, 0);
     const withCuda = seen.filter(p => p.cuda === true).length;
+    const unknown = seen.filter(p => p.cuda === null).length;
     const persistent = group.some(h => h.persistent);
     const paths = group.map(h => h.path);
     const names = workerNames(group);
@@ -96,6 +97,17 @@ export const childProcessesRule: FindingRule = ({ inventory }) => {
         const by = persistent
           ? trans.__('%1 (persistent_workers=True)', listNames(paths, 3))
           : listNames(paths, 3);
+        if (children.visible && unknown) {
+          return trans._n(
+            '%1 DataLoader worker (%2 RSS, %3 with a CUDA context, %4 unknown) kept alive by %5.',
+            '%1 DataLoader workers (%2 RSS, %3 with a CUDA context, %4 unknown) kept alive by %5.',
+            pids.length,
+            formatBytes(rss),
+            withCuda,
+            unknown,
+            by
+          );
+        }
         return children.visible
           ? trans._n(
               '%1 DataLoader worker (%2 RSS, %3 with a CUDA context) kept alive by %4.',

@@ -102,6 +102,16 @@ describe('child-processes', () => {
     expect(cuda.explain(trans)).toBe(
       '2 DataLoader workers (700.0 MiB RSS, 1 with a CUDA context) kept alive by it.'
     );
+    const [unknown] = childProcessesRule(
+      withChildren({
+        processes: [{ ...worker(201), cuda: null }, worker(202)],
+        holders: [holder('it', [201, 202], { persistent: false })]
+      })
+    );
+    expect(unknown.severity).toBe('info');
+    expect(unknown.explain(trans)).toBe(
+      '2 DataLoader workers (800.0 MiB RSS, 0 with a CUDA context, 1 unknown) kept alive by it.'
+    );
     const [big] = childProcessesRule(
       withChildren({
         processes: [worker(201, WORKERS_WARN_RSS)],
