@@ -20,6 +20,7 @@ import {
 import { formatBytes, sumBytes } from './analysis/format';
 import { canFixGraph, generateDetachCell } from './analysis/graphs';
 import { deletableNames } from './analysis/holders';
+import { generateDropWorkersCell, workersToDrop } from './analysis/workers';
 import { gpuCleanIcon } from './icons';
 import type { GpuKernelModel } from './model';
 import type { IModelInfo } from './protocol';
@@ -144,6 +145,23 @@ const graphArgs = {
       kernelId: kernelArgs.args.properties.kernelId
     },
     required: ['name']
+  }
+};
+
+/** Arguments of the drop-workers command. */
+const workersArgs = {
+  args: {
+    type: 'object' as const,
+    properties: {
+      names: {
+        type: 'array' as const,
+        items: { type: 'string' as const },
+        description:
+          'User variables that keep DataLoader workers (holders of the inventory’s children); only identifiers that are the loader or iterator themselves are kept'
+      },
+      kernelId: kernelArgs.args.properties.kernelId
+    },
+    required: ['names']
   }
 };
 
@@ -383,6 +401,66 @@ export function addCommands(deps: ICommandDeps): void {
       const run = monitor.settings.cleanAction === 'insert-and-run';
       await insertCleanCell(panel, code, run, deps, [
         'gpu-hygiene-detach-graphs'
+      ]);
+      return true;
+    }
+  });
+
+  /** The kernel model, its notebook and what `args.names` keep. */
+  const workersTarget = (args: { kernelId?: unknown; names?: unknown }) => {
+    const model = modelFor(monitor, args);
+    const panel = model ? monitor.panelFor(model) : null;
+    return { panel, drop: workersToDrop(model?.inventory ?? null, args.names) };
+  };
+
+  commands.addCommand(CommandIDs.dropWorkers, {
+    label: trans.__('Drop DataLoader Workers…'),
+    caption: trans.__(
+      'Ask, then insert and run a cell that shuts down the DataLoader workers these variables keep and deletes the variables'
+    ),
+    describedBy: workersArgs,
+    isEnabled: args => {
+      const { panel, drop } = workersTarget(args);
+      return !!panel && drop.names.length > 0;
+    },
+    execute: async args => {
+      const { panel, drop } = workersTarget(args);
+      const code = generateDropWorkersCell(drop.names, drop.pids.length);
+      if (!panel || code === null) {
+        Notification.warning(
+          trans.__(
+            'Those variables no longer keep DataLoader workers; the VRAM panel shows the latest inventory.'
+          ),
+          { autoClose: 5000 }
+        );
+        return false;
+      }
+      const names = drop.names.join(', ');
+      const result = await showDialog({
+        title: trans._n(
+          'Drop %2 and its workers?',
+          'Drop %2 and their workers?',
+          drop.names.length,
+          names
+        ),
+        body: trans._n(
+          'A cell is inserted below the active cell that shuts down %1 DataLoader worker process (pid %3) and deletes %2. You can no longer use %2 afterwards: create the DataLoader again to train.',
+          'A cell is inserted below the active cell that shuts down %1 DataLoader worker processes (pids %3) and deletes %2. You can no longer use %2 afterwards: create the DataLoader again to train.',
+          drop.pids.length,
+          names,
+          drop.pids.join(', ')
+        ),
+        buttons: [
+          Dialog.cancelButton({ label: trans.__('Cancel') }),
+          Dialog.warnButton({ label: trans.__('Drop') })
+        ]
+      });
+      if (!result.button.accept) {
+        return false;
+      }
+      const run = monitor.settings.cleanAction === 'insert-and-run';
+      await insertCleanCell(panel, code, run, deps, [
+        'gpu-hygiene-drop-workers'
       ]);
       return true;
     }

@@ -136,6 +136,51 @@ const graphHolder = z.object({
   truncated: z.boolean()
 });
 
+const allocatorDevice = z.object({
+  index: count,
+  reserved: bytes,
+  allocated: bytes,
+  active: bytes,
+  inactiveSplit: bytes,
+  releasable: bytes,
+  segments: count,
+  allocRetries: count
+});
+
+const allocator = z.object({
+  expandableSegments: z.boolean(),
+  devices: z.array(allocatorDevice).check(z.maxLength(64))
+});
+
+const childProcess = z.object({
+  pid: count,
+  ppid: count,
+  name: shortText,
+  cmdline: shortText,
+  rss: bytes,
+  cuda: z.nullable(z.boolean()),
+  cudaSource: z.nullable(z.enum(['nvml', 'fd']))
+});
+
+const workerHolder = z.object({
+  kind: z.enum(['variable', 'output']),
+  name: shortText,
+  path: shortText,
+  className: shortText,
+  persistent: z.boolean(),
+  pids: z.array(count).check(z.maxLength(1000))
+});
+
+const children = z.object({
+  visible: z.boolean(),
+  source: z.nullable(z.enum(['proc', 'psutil'])),
+  reason: z.nullable(shortText),
+  truncated: z.boolean(),
+  processes: z.array(childProcess).check(z.maxLength(1000)),
+  holders: z.array(workerHolder).check(z.maxLength(1000)),
+  orphans: z.optional(z.array(childProcess).check(z.maxLength(1000)))
+});
+
 const inventory = z.object({
   ...envelope,
   type: z.literal('inventory'),
@@ -152,7 +197,9 @@ const inventory = z.object({
   roots: z.array(rootBytes).check(z.maxLength(10_000)),
   unattributed: bytesPerDevice,
   tensors: z.array(tensorInfo).check(z.maxLength(1000)),
-  graphs: z.array(graphHolder).check(z.maxLength(1000))
+  graphs: z.array(graphHolder).check(z.maxLength(1000)),
+  allocator: z.optional(z.nullable(allocator)),
+  children: z.optional(children)
 });
 
 const beforeAfter = z.object({ before: bytes, after: bytes });
@@ -266,6 +313,34 @@ export type ITensorInfo = z.infer<typeof tensorInfo>;
  * `bytes` per device is an estimate (a lower bound when `truncated`).
  */
 export type IGraphHolder = z.infer<typeof graphHolder>;
+/**
+ * PyTorch's caching allocator per device (`torch.cuda.memory_stats`), only
+ * when CUDA is already initialised; bytes. `releasable` (reserved − active −
+ * inactiveSplit) is what `torch.cuda.empty_cache()` returns: segments with
+ * no live block; `inactiveSplit` is fragmentation: free blocks of segments
+ * that still hold a live tensor, which `empty_cache()` cannot return.
+ * `expandableSegments`: `PYTORCH_CUDA_ALLOC_CONF` has
+ * `expandable_segments:True` (then fragmentation is mostly returned).
+ */
+export type IAllocator = z.infer<typeof allocator>;
+/** One device of {@link IAllocator}. */
+export type IAllocatorDevice = z.infer<typeof allocatorDevice>;
+/**
+ * The kernel's child processes (DataLoader workers and others), from
+ * `/proc` or psutil; `visible: false` (with `reason`) where neither can
+ * list them. `rss` in bytes (of a forked worker it counts pages still
+ * shared with the kernel); `cuda`: holds a CUDA context (NVML's process
+ * list, or `/dev/nvidia-uvm`/`/dev/nvidiaN` open: `cudaSource` "fd",
+ * which a fork inherits: null for such a child of a kernel that has them
+ * open itself), null when unknown.
+ * `orphans`: DataLoader workers of this user whose kernel is gone
+ * (reparented to pid 1), e.g. left by a restart while a worker was busy.
+ */
+export type IChildren = z.infer<typeof children>;
+/** One child process of {@link IChildren}. */
+export type IChildProcess = z.infer<typeof childProcess>;
+/** A loader or iterator that keeps worker processes alive (`pids`). */
+export type IWorkerHolder = z.infer<typeof workerHolder>;
 /** What the last exception's traceback keeps alive. */
 export type ILastError = z.infer<typeof lastError>;
 /** `cleaned`: what a clean cell freed. */

@@ -25,6 +25,13 @@ export namespace CommandIDs {
    * container and whose name is a Python identifier.
    */
   export const fixGraphHolder = 'gpu-hygiene:fix-graph-holder';
+  /**
+   * Ask, then insert (and run) a cell that shuts down the DataLoader workers
+   * kept by user variables and deletes those variables (args: `names`,
+   * `kernelId`); only names that keep workers in the latest inventory and
+   * are Python identifiers.
+   */
+  export const dropWorkers = 'gpu-hygiene:drop-workers';
 }
 
 /** What the clean command does with the generated cell. */

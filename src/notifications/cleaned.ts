@@ -1,7 +1,9 @@
 /**
  * Cleaned: an info toast after a clean cell (what it freed), one per
  * kernel: a second clean updates it rather than stacking. It hides itself
- * after 8 s. Always on (no setting).
+ * after 8 s. Always on (no setting). When models freed nothing, it says
+ * what PyTorch's cache returned and what stays fragmented or held, from the
+ * clean cell's inventory (sent just before `cleaned`).
  */
 import type { GpuKernelModel } from '../model';
 import type { ICleaned } from '../protocol';
@@ -47,7 +49,12 @@ export function cleanedRule({ trans }: IRuleContext): IToastRule {
       {
         key: '',
         type: 'success',
-        message: describeCleaned(cleaned, trans, cleanedCounts(model, cleaned)),
+        message: describeCleaned(
+          cleaned,
+          trans,
+          cleanedCounts(model, cleaned),
+          model.inventory?.allocator ?? null
+        ),
         autoClose: CLEANED_AUTO_CLOSE
       }
     ]

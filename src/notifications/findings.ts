@@ -57,7 +57,7 @@ export function findingsRule({ trans, actions }: IRuleContext): IToastRule {
         list.length > 1
           ? trans.__(' (+%1 more in the VRAM panel)', list.length - 1)
           : '';
-      let text = first.explain(trans);
+      let text = (first.short ?? first.explain)(trans);
       if (text.length + more.length > MAX_TOAST) {
         text = `${text.slice(0, MAX_TOAST - more.length - 1)}…`;
       }

@@ -16,7 +16,7 @@ import {
 import type { IGraphRow } from '../analysis/graphs';
 import { holderNames, IStackedGroup } from '../analysis/stacking';
 import type { ILeakTrend } from '../analysis/trend';
-import type { ICleaned, IModelInfo } from '../protocol';
+import type { IAllocator, ICleaned, IModelInfo } from '../protocol';
 
 /** How the stacking text names a model's kind: YOLO for Ultralytics, else its class. */
 function familyName(model: IModelInfo): string {
@@ -165,29 +165,62 @@ export function describeGraphHolder(
 }
 
 /**
- * Text of the info toast after a clean cell.
+ * Text of the info toast after a clean cell. When models freed nothing but
+ * CUDA is measured, it says what happened instead of only "freed 0 B": what
+ * `empty_cache()` returned (reserved before − after), what stays fragmented
+ * (`inactiveSplit` of the clean cell's `allocator` fact, unless expandable
+ * segments are on) and what live tensors still hold (allocated after), e.g.
+ * "Clean GPU freed 0 B of models (2 → 2 live); returned 1.0 GiB of
+ * PyTorch's cache; 96.0 MiB stays fragmented, 2.0 GiB in live tensors."
  *
  * @param models - live models before and after, as the user counts them
  *   (see `cleanedCounts`); default: the agent's counts.
+ * @param allocator - the allocator fact of the clean cell's inventory, if any.
  */
 export function describeCleaned(
   cleaned: ICleaned,
   trans: TranslationBundle,
-  models: { before: number; after: number } = cleaned.models
+  models: { before: number; after: number } = cleaned.models,
+  allocator: IAllocator | null = null
 ): string {
   const freed = sumBytes(cleaned.freed);
-  const allocated = cleaned.allocated
-    ? Object.values(cleaned.allocated).reduce(
-        (sum, v) => sum + Math.max(0, v.before - v.after),
-        0
-      )
-    : null;
-  const reserved = cleaned.reserved
-    ? Object.values(cleaned.reserved).reduce(
-        (sum, v) => sum + Math.max(0, v.before - v.after),
-        0
-      )
-    : null;
+  const drop = (
+    figures: Record<string, { before: number; after: number }> | null
+  ): number | null =>
+    figures
+      ? Object.values(figures).reduce(
+          (sum, v) => sum + Math.max(0, v.before - v.after),
+          0
+        )
+      : null;
+  const allocated = drop(cleaned.allocated);
+  const reserved = drop(cleaned.reserved);
+  const fragmented =
+    allocator && !allocator.expandableSegments
+      ? allocator.devices.reduce((sum, d) => sum + d.inactiveSplit, 0)
+      : null;
+  if (freed === 0 && reserved !== null && cleaned.allocated) {
+    const live = Object.values(cleaned.allocated).reduce(
+      (sum, v) => sum + v.after,
+      0
+    );
+    return fragmented !== null
+      ? trans.__(
+          "Clean GPU freed 0 B of models (%1 → %2 live); returned %3 of PyTorch's cache; %4 stays fragmented, %5 in live tensors.",
+          models.before,
+          models.after,
+          formatBytes(reserved),
+          formatBytes(fragmented),
+          formatBytes(live)
+        )
+      : trans.__(
+          "Clean GPU freed 0 B of models (%1 → %2 live); returned %3 of PyTorch's cache; %4 stays in live tensors.",
+          models.before,
+          models.after,
+          formatBytes(reserved),
+          formatBytes(live)
+        );
+  }
   const parts = [
     trans.__(
       'Clean GPU freed %1 of models (%2 → %3 live).',
@@ -204,6 +237,12 @@ export function describeCleaned(
         formatBytes(reserved)
       )
     );
+  }
+  if (fragmented !== null && fragmented >= 2 ** 20) {
+    const more = trans.__('%1 stays fragmented.', formatBytes(fragmented));
+    if (parts.join(' ').length + 1 + more.length <= MAX_TOAST) {
+      parts.push(more);
+    }
   }
   return parts.join(' ');
 }

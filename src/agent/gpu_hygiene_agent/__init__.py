@@ -48,6 +48,8 @@ MODULES = (
     "walk",
     "roots",
     "devices",
+    "allocator",
+    "children",
     "fingerprint",
     "graphs",
     "census",

@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from . import clean, inventory, oom
+from . import children, clean, inventory, oom
 from .devices import DeviceSampler
 from .limits import (
     AGENT_VERSION,
@@ -57,6 +57,7 @@ class Agent:
         self.inventory = inventory.Inventory(
             shell, self.tracker, frozenset(map(id, own)), self._inventory_error
         )
+        self.inventory.nvml_pids = self._nvml_pids
         self.configure(config)
 
     # ---- lifecycle
@@ -64,6 +65,10 @@ class Agent:
     def start(self):
         """Initialise NVML, register the comm target and hooks, start the sampler."""
         self.devices.start()
+        try:
+            self.inventory.scan_orphans()  # here: the first inventory answers a comm_open
+        except Exception as exc:
+            self.error("install", exc)
         self.ensure_tracking()
         self.ensure()
 
@@ -133,24 +138,30 @@ class Agent:
         try:
             comm.on_msg(self.on_comm_msg)
             comm.on_close(self.on_comm_close)
-            self.transport.send(comm, self.hello())
-            # Only now does the sampler see the comm: hello is always its first message.
-            self.transport.add(comm)
-            data = msg.get("content", {}).get("data") or {}
-            try:
-                check_message(data)
-                if data.get("type") == "configure":
-                    self.configure(data)
-            except Exception as exc:
-                self.error("comm", exc)
-            self.transport.flush(_package._install_errors)
-            self.ensure_tracking()
-            message = self.build_inventory(None)
-            if message is not None:
-                self.transport.send(comm, message)
+            # Holding the send lock until the inventory is sent keeps the sampler's first
+            # sample behind it (the inventory's /proc reads release the GIL).
+            with self.transport.send_lock:
+                self._answer_open(comm, msg)
             self.sampler.wake()
         except (Exception, KeyboardInterrupt) as exc:
             self.error("comm", exc)
+
+    def _answer_open(self, comm, msg):
+        self.transport.send(comm, self.hello())
+        # Only now does the sampler see the comm: hello is always its first message.
+        self.transport.add(comm)
+        data = msg.get("content", {}).get("data") or {}
+        try:
+            check_message(data)
+            if data.get("type") == "configure":
+                self.configure(data)
+        except Exception as exc:
+            self.error("comm", exc)
+        self.transport.flush(_package._install_errors)
+        self.ensure_tracking()
+        message = self.build_inventory(None)
+        if message is not None:
+            self.transport.send(comm, message)
 
     def on_comm_msg(self, msg):
         """Handle ``configure`` and ``inventory`` requests from the browser."""
@@ -297,6 +308,9 @@ class Agent:
         """The ``inventory`` message (dict), or None (an ``error`` was sent): see
         ``inventory.Inventory.build``."""
         return self.inventory.build(execution_count, reuse)
+
+    def _nvml_pids(self):
+        return children.nvml_pids(self.devices, self.pid)
 
     def _nvml_error(self, exc):
         self.error("nvml", exc)

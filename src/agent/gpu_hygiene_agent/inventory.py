@@ -3,13 +3,19 @@ else walk the roots and take the census. Also the caches that make the next one 
 ``model_stats``, fruitless roots and graph searches, module dicts)."""
 
 import itertools
+import os
+import sys
 import time
 from typing import NamedTuple
 
-from . import census, fingerprint, lasterror, models, roots, walk
+from . import allocator, census, children, fingerprint, lasterror, models, roots, walk
 from .limits import PROTOCOL
 from .storage import storage_of
 from .util import cuda_initialized, torch_module
+
+# A re-sent (skipped) inventory reads the child processes again at most this often (seconds); a
+# fresh one always does.
+CHILDREN_REFRESH_S = 1.0
 
 
 class LastInventory(NamedTuple):
@@ -44,6 +50,11 @@ class Inventory:
         self.module_dicts = roots.ModuleDicts()
         self.fruitless = {}  # (kind, name) -> shallow signature of a cut walk that found nothing
         self.graphless = {}  # variable name -> signature of a cut graph search that found nothing
+        self.pid = os.getpid()
+        # () -> set of the pids NVML lists on any device, or None (set by the agent)
+        self.nvml_pids = None
+        self.children_read = 0.0  # perf_counter() of the last read of the child processes
+        self.orphans = None  # orphaned DataLoader workers: one /proc scan, then re-checked
 
     def build(self, execution_count, reuse=False):
         """The ``inventory`` message (dict), or None when building it failed (``on_error`` was
@@ -55,6 +66,11 @@ class Inventory:
             last = self.last
             if reuse and last is not None and current == last.fingerprint:
                 message = dict(last.message)
+                # processes come and go without a change of the fingerprint: read them again
+                # (at most every CHILDREN_REFRESH_S for a re-sent inventory), and the allocator
+                if started - self.children_read >= CHILDREN_REFRESH_S:
+                    message["children"] = self.children(None)
+                message["allocator"] = allocator.allocator_fact()
                 message.update(
                     t=time.time(),
                     seq=next(self.seq),
@@ -103,7 +119,31 @@ class Inventory:
             "unattributed": found.unattributed if found else {},
             "tensors": found.tensors if found else [],
             "graphs": found.graphs if found else [],
+            "allocator": allocator.allocator_fact(),
+            "children": self.children(walked.variables),
         }
+
+    def scan_orphans(self):
+        """Look once for DataLoader workers a previous kernel left running (one pass over
+        ``/proc``, ~1 ms for 150 processes); later inventories only re-check those."""
+        self.orphans = children.orphan_workers()
+
+    def children(self, variables):
+        """The ``children`` fact (``children.children_fact``): the kernel's child processes and
+        the user variables and output-cache entries that keep DataLoader workers alive
+        (``variables``: the user variables, None to list them again)."""
+        self.children_read = time.perf_counter()
+        pairs = []
+        if children.DATALOADER_MODULE in sys.modules:
+            if variables is None:
+                variables = roots.variable_roots(self.shell)
+            pairs = [("variable", variables), ("output", roots.output_roots(self.shell))]
+        nvml_pids = self.nvml_pids() if self.nvml_pids is not None else None
+        if self.orphans is None:
+            self.scan_orphans()
+        elif self.orphans:
+            self.orphans = children.still_running(self.orphans)
+        return children.children_fact(self.pid, pairs, nvml_pids, orphans=self.orphans)
 
     def walk_roots(self, torch):
         """``RootWalk``: the user variables and the output cache (only once torch is

@@ -12,8 +12,10 @@ import type { TranslationBundle } from '@jupyterlab/translation';
 import type { GpuKernelModel } from '../../model';
 import { CommandIDs } from '../../tokens';
 import { sumBytes } from '../format';
+import { childProcessesRule } from './child-processes';
 import { cudaContextRule } from './cuda-context';
 import { cudaTensorsRule } from './cuda-tensors';
+import { fragmentedCacheRule } from './fragmented-cache';
 import { graphHolderRule } from './graph-holder';
 import { holderUnknownRule } from './holder-unknown';
 import { namedOlderModelRule } from './named-older-model';
@@ -46,7 +48,9 @@ export const FINDING_RULES: ReadonlyArray<FindingRule> = [
   outputTensorsRule,
   ownerObjectRule,
   cudaTensorsRule,
-  cudaContextRule
+  cudaContextRule,
+  fragmentedCacheRule,
+  childProcessesRule
 ];
 
 /**
@@ -115,7 +119,8 @@ export interface IFixCommand {
  * - `clean` → Clean GPU, or the per-model "free" with `plan.modelId`;
  * - `delete` → "Delete…" of the model with the variables to delete (it asks);
  * - `detach` → "Fix…" of the graph holder (it asks);
- * - `restart` → Restart kernel (JupyterLab's confirmation).
+ * - `restart` → Restart kernel (JupyterLab's confirmation);
+ * - `drop-workers` → "Drop…" of the DataLoader workers (it asks).
  */
 export function fixCommand(
   fix: FindingFix,
@@ -141,6 +146,11 @@ export function fixCommand(
       };
     case 'restart':
       return { id: CommandIDs.restartKernel, args: { kernelId } };
+    case 'drop-workers':
+      return {
+        id: CommandIDs.dropWorkers,
+        args: { kernelId, names: [...fix.names] }
+      };
     case 'none':
       return null;
   }
@@ -149,7 +159,8 @@ export function fixCommand(
 /**
  * The label of a fix's button, or null for `none` (no button): "Clean GPU"
  * (also for one model: the Clean GPU plan limited to it), "Delete m…",
- * "Fix…", "Restart kernel". The caption comes from the command.
+ * "Fix…", "Restart kernel", "Drop train_loader…". The caption comes from
+ * the command.
  */
 export function fixLabel(
   fix: FindingFix,
@@ -164,6 +175,8 @@ export function fixLabel(
       return trans.__('Fix…');
     case 'restart':
       return trans.__('Restart kernel');
+    case 'drop-workers':
+      return trans.__('Drop %1…', fix.names.join(', '));
     case 'none':
       return null;
   }

@@ -31,7 +31,11 @@ import type { IPlanOptions } from '../cleanup';
  * - `output-tensors`: tensors (no model) in the output cache;
  * - `owner-object`: optimizer state and model copies hanging off a model;
  * - `cuda-tensors`: CUDA tensors in a user variable, outside any model;
- * - `cuda-context`: the CUDA context and libraries (freed only by restart).
+ * - `cuda-context`: the CUDA context and libraries (freed only by restart);
+ * - `fragmented-cache`: PyTorch's cache that `empty_cache()` cannot return
+ *   while neighbouring tensors live (inactive split blocks);
+ * - `child-processes`: the kernel's child processes (DataLoader workers)
+ *   and the names that keep them.
  */
 export type FindingKind =
   | 'stale-model'
@@ -43,7 +47,9 @@ export type FindingKind =
   | 'output-tensors'
   | 'owner-object'
   | 'cuda-tensors'
-  | 'cuda-context';
+  | 'cuda-context'
+  | 'fragmented-cache'
+  | 'child-processes';
 
 /** `warning`: memory the user loses without knowing; `info`: worth knowing. */
 export type FindingSeverity = 'info' | 'warning';
@@ -64,6 +70,9 @@ export type PerDevice = Record<string, number>;
  * - `restart`: restart the kernel, with JupyterLab's confirmation
  *   (`CommandIDs.restartKernel`); `bytes` is what it returns that nothing
  *   else can (the CUDA context and libraries), per device;
+ * - `drop-workers`: ask, then shut down the DataLoader workers and delete
+ *   the variables `names` that keep them (`CommandIDs.dropWorkers`); `pids`
+ *   are the workers, for the dialog and the check afterwards;
  * - `none`: no command can fix it from here: no button.
  */
 export type FindingFix =
@@ -71,6 +80,7 @@ export type FindingFix =
   | { kind: 'delete'; modelId: string; names: string[] }
   | { kind: 'detach'; name: string }
   | { kind: 'restart'; bytes: PerDevice }
+  | { kind: 'drop-workers'; names: string[]; pids: number[] }
   | { kind: 'none' };
 
 /** One finding. */
@@ -98,6 +108,11 @@ export interface IFinding {
   sharedBytes?: PerDevice;
   /** The one-line explanation, built with the view's translations. */
   explain: (trans: TranslationBundle) => string;
+  /**
+   * A shorter explanation for a toast (at most 140 characters), where
+   * `explain` is longer; the toast uses `explain` without it.
+   */
+  short?: (trans: TranslationBundle) => string;
   /** Holder paths and other evidence (`Out[2]`, `model.trainer.optimizer`), as the kernel names them. */
   evidence: string[];
   /** How to fix it. */

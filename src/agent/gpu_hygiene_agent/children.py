@@ -1,0 +1,424 @@
+"""Child processes of the kernel (DataLoader workers and the like): who they are, their RSS,
+whether they hold a CUDA context, and which user names keep them alive.
+
+Sources, cheapest first: ``/proc`` on Linux (``/proc/<pid>/task/<tid>/children``: only the
+kernel's own descendants are read, never the whole process table), else ``psutil`` when the
+kernel's environment has it (imported here, lazily, guarded), else nothing: the fact then says
+``visible: false`` and why, so that the browser says the workers cannot be seen instead of
+showing none. Whether a child holds a CUDA context: NVML's compute-process list when NVML
+answers (``cudaSource: "nvml"``), else its open files under ``/dev/nvidia*`` (``"fd"``: a
+child forked from a kernel that already has a context inherits those files, so this reads as
+"may hold"), else unknown.
+
+The holders: DataLoader iterators (``torch.utils.data.dataloader._MultiProcessingDataLoaderIter``:
+``_workers`` is its list of ``multiprocessing`` processes) and DataLoaders that keep one
+(``persistent_workers=True`` keeps ``_iterator``; a subclass may keep it under another
+attribute), found by class name (torch is never imported) in the user variables and the output
+cache and one level inside them (items of a list/tuple/dict, attributes of an object). Skipped
+at no cost while ``torch.utils.data.dataloader`` is not imported."""
+
+import os
+import re
+import sys
+
+from .util import short, vars_of
+
+MAX_CHILDREN = 64  # processes reported
+MAX_DEPTH = 4  # generations followed (workers of workers...)
+MAX_FDS = 512  # open files looked at per process for /dev/nvidia*
+MAX_LEVEL_ITEMS = 64  # items / attributes of one root looked at for a loader or iterator
+MAX_HOLDERS = 32
+CMDLINE_TEXT = 200
+MAX_SCAN = 20000  # /proc entries looked at for orphans (once per agent)
+WORKER_NAME = "pt_data_worker"  # what torch names its DataLoader worker processes
+ITER_CLASS = "_MultiProcessingDataLoaderIter"
+LOADER_CLASS = "DataLoader"
+DATALOADER_MODULE = "torch.utils.data.dataloader"
+_CONTEXT_FILE = re.compile(r"/dev/nvidia(-uvm|\d+)$")
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _read(path, binary=False):
+    with open(path, "rb" if binary else "r") as f:
+        return f.read()
+
+
+# ---- processes through /proc
+
+
+def proc_children(pid, proc="/proc"):
+    """Direct children of ``pid`` (list of int) from every thread's ``children`` file."""
+    out = []
+    for tid in os.listdir(f"{proc}/{pid}/task"):
+        try:
+            text = _read(f"{proc}/{pid}/task/{tid}/children")
+        except OSError:
+            continue
+        out.extend(int(p) for p in text.split())
+    return out
+
+
+def cuda_files(pid, proc="/proc"):
+    """How many of ``pid``'s open files (at most ``MAX_FDS`` looked at) are the device files
+    a CUDA context opens (``/dev/nvidia-uvm``, ``/dev/nvidia<N>``; not ``/dev/nvidiactl``,
+    which NVML alone opens), or None when they cannot be read."""
+    try:
+        fds = os.listdir(f"{proc}/{pid}/fd")
+    except OSError:
+        return None
+    found = 0
+    for fd in fds[:MAX_FDS]:
+        try:
+            if _CONTEXT_FILE.match(os.readlink(f"{proc}/{pid}/fd/{fd}")):
+                found += 1
+        except OSError:
+            continue
+    return found
+
+
+def proc_process(pid, proc="/proc"):
+    """One process from ``/proc`` (dict, see ``children_fact``), or None when it is gone."""
+    try:
+        stat = _read(f"{proc}/{pid}/stat")
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+        fields = stat[stat.rindex(")") + 2 :].split()
+        state, ppid = fields[0], int(fields[1])
+        name = _read(f"{proc}/{pid}/comm").strip()
+        cmdline = _read(f"{proc}/{pid}/cmdline", binary=True)
+        rss = int(_read(f"{proc}/{pid}/statm").split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+    args = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
+    return {
+        "pid": int(pid),
+        "ppid": ppid,
+        "name": short(name or "?", 100),
+        "cmdline": short(args or name or "?", CMDLINE_TEXT),
+        "rss": rss,
+        "zombie": state in ("Z", "X"),
+        "cudaFiles": cuda_files(pid, proc),
+    }
+
+
+def proc_tree(pid, proc="/proc"):
+    """(processes, truncated): the descendants of ``pid`` through ``/proc``, breadth first."""
+    out = []
+    level = [pid]
+    truncated = False
+    for _depth in range(MAX_DEPTH):
+        following = []
+        for parent in level:
+            try:
+                kids = proc_children(parent, proc)
+            except OSError:
+                continue
+            for child in kids:
+                if len(out) >= MAX_CHILDREN:
+                    return out, True
+                info = proc_process(child, proc)
+                if info is not None:
+                    out.append(info)
+                    following.append(child)
+        if not following:
+            break
+        level = following
+    else:
+        truncated = True
+    return out, truncated
+
+
+def orphan_workers(proc="/proc", uid=None):
+    """DataLoader workers (``comm`` "pt_data_worker") of this user whose parent is gone (they
+    were reparented to pid 1): left behind by a kernel that was restarted or killed while a
+    worker was busy (a live worker exits by itself within 5 s of its kernel, between two
+    batches). One pass over ``/proc`` (list of process dicts, as ``proc_process``); [] where
+    there is no ``/proc``."""
+    uid = os.getuid() if uid is None and hasattr(os, "getuid") else uid
+    try:
+        entries = os.listdir(proc)
+    except OSError:
+        return []
+    out = []
+    for entry in entries[:MAX_SCAN]:
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"{proc}/{entry}").st_uid != uid:
+                continue
+            if _read(f"{proc}/{entry}/comm").strip() != WORKER_NAME:
+                continue
+        except OSError:
+            continue
+        info = proc_process(int(entry), proc)
+        if info is not None and not info["zombie"] and info["ppid"] in (0, 1):
+            out.append(info)
+            if len(out) >= MAX_CHILDREN:
+                break
+    return out
+
+
+def still_running(processes, proc="/proc"):
+    """The processes of ``processes`` (dicts) that still run, re-read (list)."""
+    out = []
+    for old in processes:
+        info = proc_process(old["pid"], proc)
+        if info is not None and not info["zombie"] and info["ppid"] == old["ppid"]:
+            out.append(info)
+    return out
+
+
+# ---- processes through psutil
+
+
+def psutil_tree(psutil, pid):
+    """(processes, truncated): the descendants of ``pid`` through psutil (which scans the
+    process table: slower than /proc, used where /proc is not there)."""
+    out = []
+    truncated = False
+    for child in psutil.Process(pid).children(recursive=True):
+        if len(out) >= MAX_CHILDREN:
+            truncated = True
+            break
+        try:
+            with child.oneshot():
+                name = child.name()
+                try:
+                    args = " ".join(child.cmdline())
+                except Exception:
+                    args = ""
+                rss = int(child.memory_info().rss)
+                status = child.status()
+                ppid = int(child.ppid())
+        except Exception:
+            continue  # gone, or not ours to read
+        out.append(
+            {
+                "pid": int(child.pid),
+                "ppid": ppid,
+                "name": short(name or "?", 100),
+                "cmdline": short(args or name or "?", CMDLINE_TEXT),
+                "rss": rss,
+                "zombie": status in ("zombie", "dead"),
+                "cudaFiles": None,
+            }
+        )
+    return out, truncated
+
+
+def read_tree(pid, proc="/proc"):
+    """(source, processes, truncated, reason): ``source`` "proc", "psutil" or None (then
+    ``reason`` says why nothing could be seen)."""
+    if os.path.isdir(f"{proc}/{pid}/task"):
+        try:
+            processes, truncated = proc_tree(pid, proc)
+            return "proc", processes, truncated, None
+        except OSError as exc:
+            reason = f"/proc unreadable: {exc.__class__.__name__}"
+    else:
+        reason = "no /proc"
+    try:
+        import psutil  # only when the kernel's environment has it
+    except Exception:
+        return None, [], False, reason + " and psutil is not installed in the kernel"
+    try:
+        processes, truncated = psutil_tree(psutil, pid)
+        return "psutil", processes, truncated, None
+    except Exception as exc:
+        return None, [], False, short(f"{reason}; psutil failed: {exc.__class__.__name__}", 200)
+
+
+# ---- who keeps the workers
+
+
+def _kind(cls, kinds):
+    """ "iterator", "loader" or None for a class (memoised in ``kinds``)."""
+    kind = kinds.get(cls, 0)
+    if kind == 0:
+        kind = None
+        try:
+            for base in cls.__mro__:
+                name = base.__dict__.get("__qualname__", base.__name__)
+                module = base.__dict__.get("__module__", "")
+                if module == DATALOADER_MODULE and name == ITER_CLASS:
+                    kind = "iterator"
+                    break
+                if module == DATALOADER_MODULE and name == LOADER_CLASS:
+                    kind = "loader"
+                    break
+        except Exception:
+            kind = None
+        kinds[cls] = kind
+    return kind
+
+
+def worker_pids(iterator):
+    """Pids (list of int) of an iterator's live worker processes (``_workers``), read without
+    running its code: each ``multiprocessing.Process``'s ``_popen.pid``, left out once
+    ``_popen.returncode`` is set (joined) or the iterator was shut down."""
+    attrs = vars_of(iterator)
+    if attrs.get("_shutdown") is True:
+        return []
+    workers = attrs.get("_workers")
+    if type(workers) is not list:
+        return []
+    pids = []
+    for worker in workers[:MAX_CHILDREN]:
+        popen = vars_of(worker).get("_popen")
+        if popen is None:
+            continue
+        popen_attrs = vars_of(popen)
+        pid = popen_attrs.get("pid")
+        if isinstance(pid, int) and popen_attrs.get("returncode") is None:
+            pids.append(pid)
+    return pids
+
+
+def _holder(kind, name, path, obj, kinds):
+    """A holder dict for a loader or iterator ``obj``, or None when it keeps no worker."""
+    what = _kind(type(obj), kinds)
+    if what is None:
+        return None
+    if what == "iterator":
+        iterators = [obj]
+        persistent = vars_of(obj).get("_persistent_workers") is True
+    else:
+        attrs = vars_of(obj)
+        persistent = attrs.get("persistent_workers") is True
+        iterators = [
+            v for v in list(attrs.values())[:MAX_LEVEL_ITEMS] if _kind(type(v), kinds) == "iterator"
+        ]
+    pids = [pid for it in iterators for pid in worker_pids(it)]
+    if not pids:
+        return None
+    return {
+        "kind": kind,
+        "name": name,
+        "path": short(path, 300),
+        "className": short(type(obj).__name__, 100),
+        "persistent": persistent,
+        "pids": pids,
+    }
+
+
+def _inside(value):
+    """(suffix, item) pairs one level inside a root: container items, object attributes."""
+    cls = type(value)
+    if cls is dict:
+        for key, item in list(value.items())[:MAX_LEVEL_ITEMS]:
+            # only keys whose repr runs no user code
+            label = repr(key) if type(key) in (str, int, float, bool) else "\u2026"
+            yield f"[{label}]", item
+    elif cls in (list, tuple):
+        for i, item in enumerate(value[:MAX_LEVEL_ITEMS]):
+            yield f"[{i}]", item
+    elif not issubclass(cls, type):  # type(), not isinstance: never a user's __class__
+        for attr, item in list(vars_of(value).items())[:MAX_LEVEL_ITEMS]:
+            if isinstance(attr, str):
+                yield "." + attr, item
+
+
+def _candidates(kind, name, value, kinds):
+    """[(holder dict, object)] for one root: the root itself, else what is one level in it."""
+    found = _holder(kind, name, name, value, kinds)
+    if found is not None:
+        return [(found, value)]
+    out = []
+    for suffix, item in _inside(value):
+        hit = _holder(kind, name, name + suffix, item, kinds)
+        if hit is not None:
+            out.append((hit, item))
+    return out
+
+
+def worker_holders(roots_by_kind):
+    """The loaders and iterators that keep worker processes alive (list of holder dicts:
+    ``kind`` "variable"/"output", ``name`` the root, ``path``, ``className``, ``persistent``,
+    ``pids``), from ``roots_by_kind``: [(kind, [(name, value)])]. [] at once while torch's
+    dataloader module is not imported."""
+    if DATALOADER_MODULE not in sys.modules:
+        return []
+    kinds = {}
+    out = []
+    seen = set()
+    for kind, pairs in roots_by_kind:
+        for name, value in pairs:
+            if len(out) >= MAX_HOLDERS:
+                return out
+            if not isinstance(name, str):
+                continue
+            try:
+                candidates = _candidates(kind, name, value, kinds)
+            except Exception:
+                continue  # an object that breaks even these reads holds no worker we can name
+            for hit, obj in candidates:
+                key = (id(obj), hit["name"])
+                if key not in seen:
+                    seen.add(key)
+                    out.append(hit)
+    return out
+
+
+def _cuda_of(info, nvml_pids, inherited=False):
+    """Replace ``zombie``/``cudaFiles`` of a process dict by ``cuda`` and ``cudaSource``.
+    ``inherited``: the kernel itself has those device files open, so a forked child has them
+    too without a context of its own (seen on an H200: forked DataLoader workers list
+    /dev/nvidia-uvm and /dev/nvidia0 while NVML lists only the kernel); then open files say
+    nothing (``cuda`` None) and only their absence does."""
+    info.pop("zombie", None)
+    files = info.pop("cudaFiles", None)
+    if nvml_pids is not None:
+        info["cuda"], info["cudaSource"] = info["pid"] in nvml_pids, "nvml"
+    elif files is not None:
+        info["cuda"] = None if files > 0 and inherited else files > 0
+        info["cudaSource"] = "fd"
+    else:
+        info["cuda"], info["cudaSource"] = None, None
+    return info
+
+
+def children_fact(pid, roots_by_kind, nvml_pids=None, proc="/proc", orphans=()):
+    """The ``children`` fact of an inventory (dict):
+
+    ``visible`` (bool: the kernel's children could be listed), ``source`` ("proc", "psutil"
+    or None), ``reason`` (why not visible, else None), ``truncated`` (more than
+    ``MAX_CHILDREN`` or ``MAX_DEPTH``), ``processes``: [{pid, ppid, name, cmdline (at most 200
+    characters), rss (bytes), cuda (bool or None: unknown), cudaSource ("nvml", "fd" or None)}],
+    zombies left out, ``holders`` (``worker_holders``; pids that are not children any more
+    are dropped from them) and ``orphans`` (``orphans``: process dicts from
+    ``orphan_workers`` / ``still_running``, shaped like ``processes``).
+
+    ``nvml_pids``: the pids NVML lists on any device (a set), or None without NVML.
+    """
+    source, processes, truncated, reason = read_tree(pid, proc)
+    inherited = bool(processes) and nvml_pids is None and bool(cuda_files(pid, proc))
+    alive = [_cuda_of(info, nvml_pids, inherited) for info in processes if not info["zombie"]]
+    holders = worker_holders(roots_by_kind)
+    if source is not None:
+        known = {p["pid"] for p in alive}
+        for holder in holders:
+            holder["pids"] = [p for p in holder["pids"] if p in known]
+        holders = [h for h in holders if h["pids"]]
+    return {
+        "visible": source is not None,
+        "source": source,
+        "reason": reason,
+        "truncated": bool(truncated),
+        "processes": alive,
+        "holders": holders,
+        "orphans": [_cuda_of(dict(info), nvml_pids) for info in orphans],
+    }
+
+
+def nvml_pids(sampler, own_pid):
+    """The pids NVML lists as compute processes on any device (set), or None: no NVML, a
+    query failed, or NVML does not list ``own_pid`` (another pid namespace, or the kernel has
+    no CUDA context: its list then says nothing about the children either way)."""
+    if sampler.nvml is None:
+        return None
+    pids = set()
+    for device in sampler.devices:
+        found = sampler.processes(device.index)
+        if found is None:
+            return None
+        pids.update(p.pid for p in found.processes)
+    return pids if own_pid in pids else None
