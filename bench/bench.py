@@ -179,8 +179,20 @@ class Bench:
         pre, _pre_cpu = self.take("agent_pre_run_cell")
         noop_inv = self.inventories(since)
         since += len(noop_inv)
+        if a.hook_profile and a.hook_profile_mode == "live":
+            self.call("live_sections_start()")
+        elif a.hook_profile:
+            self.call(f"profile_hook(profile={a.hook_profile_mode == 'cprofile'})")
         for _ in range(a.cells):
             self.cell("tmp = object()\nalias = models[x_counter % len(models)]\nx_counter += 1")
+        if a.hook_profile and a.hook_profile_mode == "live":
+            live = self.call("live_sections_stop()")
+            with open(a.hook_profile, "w", encoding="utf-8") as f:
+                json.dump(live, f)
+        elif a.hook_profile:
+            text = self.call(f"profile_hook_stop({a.cells})")
+            with open(a.hook_profile, "a", encoding="utf-8") as f:
+                f.write(f"# post_run_cell of {a.cells} rebinding cells under cProfile\n{text}\n")
         full, full_cpu = self.take("agent_post_run_cell")
         full_inv = self.inventories(since)
         if not len(noop) == len(full) == len(noop_inv) == len(full_inv) == a.cells:
@@ -368,6 +380,15 @@ def main():
     parser.add_argument("--no-ipx", dest="ipx", action="store_false", help="skip ipyexperiments")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results.json"))
     parser.add_argument("--profile", default=str(ROOT / "bench" / "profile.txt"))
+    parser.add_argument(
+        "--hook-profile", help="file: cProfile of post_run_cell during the rebinding cells"
+    )
+    parser.add_argument(
+        "--hook-profile-mode",
+        choices=("cprofile", "gc", "live"),
+        default="cprofile",
+        help="--hook-profile with cProfile, or garbage collections only",
+    )
     args = parser.parse_args()
     objects = args.objects or (QUICK if args.quick else FULL)
     models = args.models or ((1, 10) if args.quick else (1, 10, 50))

@@ -378,3 +378,185 @@ def sections(reps=3):
         "calls": {name: count / reps for name, count in calls.items()},
         "figures": figures,
     }
+
+
+# ---- where the hook's time goes in real cells
+
+
+_hook_profile = {}  # "prof": the cProfile.Profile of profile_hook
+
+
+def profile_hook(event="post_run_cell", profile=True):
+    """Put a cProfile (``profile``) around the agent's ``event`` callback (the timed wrapper of
+    ``wrap_hooks`` when there is one, so its times include the profiler) until
+    ``profile_hook_stop``: the profile of the hook in the real cells that run meanwhile. Garbage
+    collections inside the hook are timed through ``gc.callbacks`` either way."""
+    prof = _hook_profile.setdefault("prof", cProfile.Profile() if profile else None)
+    a = agent()
+    clock = time.perf_counter
+    inside = []
+    gc_times = _hook_profile.setdefault("gc", {})  # generation -> [ms]
+    gc_started = []
+
+    def on_gc(phase, info):
+        if not inside:
+            return
+        if phase == "start":
+            gc_started.append(clock())
+        elif gc_started:
+            gc_times.setdefault(info["generation"], []).append(_ms(clock() - gc_started.pop()))
+
+    gc.callbacks.append(on_gc)
+    _hook_profile["on_gc"] = on_gc
+    callbacks = _shell().events.callbacks[event]
+    for i, fn in enumerate(callbacks):
+        inner = getattr(fn, "__wrapped__", fn)
+        if getattr(inner, "__self__", None) is a:
+
+            def profiled(*args, _fn=fn, **kwargs):
+                inside.append(True)
+                if prof is not None:
+                    prof.enable()
+                try:
+                    return _fn(*args, **kwargs)
+                finally:
+                    if prof is not None:
+                        prof.disable()
+                    inside.pop()
+
+            profiled.__wrapped__ = fn
+            callbacks[i] = profiled
+            _hook_profile["restore"] = (callbacks, i, fn)
+            return True
+    return False
+
+
+def profile_hook_stop(calls, top=400):
+    """Undo ``profile_hook``; the profile's text (by tottime, then cumulative; ms are per call
+    of the hook, ``calls`` calls)."""
+    callbacks, i, fn = _hook_profile.pop("restore")
+    callbacks[i] = fn
+    gc.callbacks.remove(_hook_profile.pop("on_gc"))
+    text = io.StringIO()
+    for generation, times in sorted(_hook_profile.pop("gc").items()):
+        text.write(
+            f"gc generation {generation}: {len(times) / calls:.2f} per hook, "
+            f"{sum(times) / calls:.3f} ms per hook, max {max(times):.3f} ms\n"
+        )
+    prof = _hook_profile.pop("prof")
+    if prof is None:
+        return text.getvalue()
+    rows = []
+    stats = pstats.Stats(prof)
+    for (filename, line, name), (_cc, ncalls, tottime, cumtime, _callers) in stats.stats.items():
+        where = os.path.basename(filename) if filename.startswith("/") else filename
+        rows.append(
+            (f"{where}:{line}({name})", ncalls / calls, _ms(tottime) / calls, _ms(cumtime) / calls)
+        )
+    text.write(f"{'function':<70} {'calls':>9} {'tot ms':>8} {'cum ms':>8}\n")
+    for key in (2, 3):
+        rows.sort(key=lambda r, k=key: r[k], reverse=True)
+        for where, ncalls, tottime, cumtime in rows[:top]:
+            text.write(f"{where[-70:]:<70} {ncalls:>9.1f} {tottime:>8.3f} {cumtime:>8.3f}\n")
+        text.write("\n")
+    return text.getvalue()
+
+
+def _live_sections():
+    """A generator: ``sections``'s shadowed functions and garbage-collection timer, in the
+    calling thread's CPU time (less noise from other processes than the wall clock), installed
+    until it is closed; it yields ({name: ms} of the current hook, {name: [ms per hook]})."""
+    m = _agent_module()
+    clock = time.thread_time  # CPU time of the calling thread: less noise from others
+    main = threading.main_thread()
+    current = {}
+    calls = {}
+    figures = {}
+
+    def shadow(name, fn):
+        def timed(*args, **kwargs):
+            if threading.current_thread() is not main:
+                return fn(*args, **kwargs)
+            started = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                current[name] = current.get(name, 0.0) + _ms(clock() - started)
+                calls[name] = calls.get(name, 0) + 1
+                for arg in args:
+                    if hasattr(arg, "visits") and hasattr(arg, "truncated"):
+                        figures["walk_visits"] = arg.visits
+                        figures["walk_truncated"] = bool(arg.truncated)
+
+        return timed
+
+    restore = []  # (owner, attribute, original)
+    for module_name, attr in SECTION_TARGETS:
+        found = _owner(m, module_name, attr)
+        if found is None:
+            continue
+        owner, name = found
+        original = vars(owner)[name]
+        restore.append((owner, name, original))
+        setattr(owner, name, shadow(f"{module_name}.{attr}", original))
+
+    gc_started = []
+
+    def on_gc(phase, info):
+        if phase == "start":
+            gc_started.append(clock())
+        elif gc_started:
+            key = f"gc collections, generation {info['generation']}"
+            current[key] = current.get(key, 0.0) + _ms(clock() - gc_started.pop())
+            calls[key] = calls.get(key, 0) + 1
+
+    times = {}
+    gc.callbacks.append(on_gc)
+    try:
+        yield current, times
+    finally:
+        gc.callbacks.remove(on_gc)
+        for owner, attr, original in reversed(restore):
+            setattr(owner, attr, original)
+
+
+_live = {}
+
+
+def live_sections_start(event="post_run_cell"):
+    """``sections`` around the agent's ``event`` callback in the real cells that run until
+    ``live_sections_stop``: the same shadowed functions, timed per call of the hook."""
+    gen = _live_sections()
+    current, times = next(gen)
+    a = agent()
+    callbacks = _shell().events.callbacks[event]
+    clock = time.perf_counter
+    for i, fn in enumerate(callbacks):
+        inner = getattr(fn, "__wrapped__", fn)
+        if getattr(inner, "__self__", None) is a:
+
+            def timed(*args, _fn=fn, **kwargs):
+                current.clear()
+                started = clock()
+                cpu_started = time.thread_time()
+                try:
+                    return _fn(*args, **kwargs)
+                finally:
+                    current["hook cpu"] = _ms(time.thread_time() - cpu_started)
+                    current["hook"] = _ms(clock() - started)
+                    for name, value in current.items():
+                        times.setdefault(name, []).append(value)
+
+            callbacks[i] = timed
+            _live.update(gen=gen, restore=(callbacks, i, fn), times=times)
+            return True
+    gen.close()
+    return False
+
+
+def live_sections_stop():
+    """Undo ``live_sections_start``: {name: [ms per hook]}."""
+    callbacks, i, fn = _live.pop("restore")
+    callbacks[i] = fn
+    _live.pop("gen").close()
+    return _live.pop("times")
