@@ -113,6 +113,7 @@ const rootBytes = z.object({
   bytes: bytesPerDevice,
   sole: z.optional(bytesPerDevice),
   shared: z.optional(bytesPerDevice),
+  sharedWith: z.optional(z.array(shortText).check(z.maxLength(100))),
   cells: z.optional(z.array(count).check(z.maxLength(10_000))),
   models: count,
   tensors: count
@@ -263,7 +264,8 @@ export type RootKind = IHolder['kind'];
  * models). `sole`: bytes per device that no other holder keeps (what deleting
  * the root returns; the output-cache names of one object, `Out[7]`, `_7`,
  * `_`, are one holder); `shared`: bytes it keeps that another holder keeps
- * too. `cells` (output roots only): the execution counts whose `Out` entry is
+ * too, `sharedWith` the names of (at most 8) such holders, variables first.
+ * `cells` (output roots only): the execution counts whose `Out` entry is
  * the very object the root names; empty for a hidden copy no longer in `Out`
  * (after `del Out[7]` or `%reset -f out`). The three are absent from agents
  * that do not report them.

@@ -16,6 +16,7 @@ from .limits import (
     MAX_MODELS,
     MAX_PARTS,
     MAX_ROOTS,
+    MAX_SHARED_WITH,
     MAX_TENSORS,
     UNKNOWN_HOLDER,
 )
@@ -58,13 +59,14 @@ class Loose(NamedTuple):
 class RootTally:
     """Bytes of one root while ``tally_roots`` counts them."""
 
-    __slots__ = ("by_device", "kept", "models", "tensors")
+    __slots__ = ("by_device", "holders", "kept", "models", "tensors")
 
     def __init__(self):
         self.by_device = {}  # device -> bytes first attributed to this root
         self.models = set()  # ids of the listed models it reaches
         self.tensors = 0  # storages under no model first attributed to it
         self.kept = {}  # StorageKey -> nbytes of every storage it keeps (``sharing``)
+        self.holders = set()  # its holder keys (``holder_key``)
 
 
 class Sharing(NamedTuple):
@@ -72,6 +74,7 @@ class Sharing(NamedTuple):
 
     sole: dict  # device -> bytes no other holder keeps: what deleting it returns
     shared: dict  # device -> bytes it keeps that at least one other holder keeps too
+    shared_with: list  # names of other roots keeping some of ``shared`` (variables first)
 
 
 class Census(NamedTuple):
@@ -306,7 +309,9 @@ def tally_roots(roots, keeps, listed, owner, params, graph_storages):
         if kind == "variable":
             kept.update(graph_storages.get(name, {}))
         tally.kept.update(kept)
-        keep(owners, holder_key(kind, name, found), kept)
+        key = holder_key(kind, name, found)
+        tally.holders.add(key)
+        keep(owners, key, name, kept)
         by_device = tally.by_device
         for storage, nbytes in kept.items():
             if storage not in attributed:
@@ -325,15 +330,15 @@ def holder_key(kind, name, found):
     return (kind, name)
 
 
-def keep(owners, key, kept):
-    """Note in ``owners`` ({StorageKey: first holder key, or True once two keep it}) that the
-    holder ``key`` keeps the storages ``kept``."""
+def keep(owners, key, name, kept):
+    """Note in ``owners`` ({StorageKey: {holder key: the first root name of that holder}})
+    that the holder ``key`` (root ``name``) keeps the storages ``kept``."""
     for storage in kept:
-        first = owners.get(storage)
-        if first is None:
-            owners[storage] = key
-        elif first is not True and first != key:
-            owners[storage] = True
+        holders = owners.get(storage)
+        if holders is None:
+            owners[storage] = {key: name}
+        elif key not in holders:
+            holders[key] = name
 
 
 def sharing(per_root, owners):
@@ -343,11 +348,19 @@ def sharing(per_root, owners):
     for root, tally in per_root.items():
         sole = {}
         shared = {}
+        others = set()
         for storage, nbytes in tally.kept.items():
-            into = shared if owners.get(storage) is True else sole
-            into[storage[0]] = into.get(storage[0], 0) + nbytes
-        out[root] = Sharing(sole, shared)
+            holders = owners.get(storage, ())
+            if len(holders) > 1:
+                shared[storage[0]] = shared.get(storage[0], 0) + nbytes
+                if len(others) < 2 * MAX_SHARED_WITH:
+                    others.update(n for k, n in holders.items() if k not in tally.holders)
+            else:
+                sole[storage[0]] = sole.get(storage[0], 0) + nbytes
+        with_ = sorted(others, key=lambda n: (n.startswith("_") or n.startswith("Out["), n))
+        out[root] = Sharing(sole, shared, [short(n) for n in with_[:MAX_SHARED_WITH]])
         tally.kept = {}
+        tally.holders = set()
     return out
 
 
@@ -378,6 +391,7 @@ def root_rows(per_root, keeps, holders, attributed, truncated, cells=None, owner
                 "bytes": tally.by_device,
                 "sole": share.sole,
                 "shared": share.shared,
+                "sharedWith": share.shared_with,
                 "models": len(tally.models),
                 "tensors": tally.tensors,
             }
@@ -392,6 +406,7 @@ def root_rows(per_root, keeps, holders, attributed, truncated, cells=None, owner
                 "bytes": hidden,
                 "sole": dict(hidden),
                 "shared": {},
+                "sharedWith": [],
                 "models": len(hidden_models),
                 "tensors": 0,
             }
