@@ -231,6 +231,7 @@ def test_the_census_attributes_models_to_holders_and_counts_each_storage_once(ag
         "bytes": {},
         "sole": {},  # deleting alias frees nothing: model names the same model
         "shared": roots[("variable", "model")]["shared"],
+        "sharedWith": ["model"],
         "models": 1,
         "tensors": 0,
     }
@@ -291,7 +292,7 @@ def _comparable(message):
     """The message without its timing, and without what the single-file agent did not report:
     the roots' ``sole``, ``shared`` and ``cells``, and the rows only those fill."""
     out = {k: v for k, v in message.items() if k not in ("t", "seq", "durationMs")}
-    new = ("sole", "shared", "cells")
+    new = ("sole", "shared", "sharedWith", "cells")
     out["roots"] = [
         {k: v for k, v in r.items() if k not in new}
         for r in message.get("roots", [])
