@@ -25,6 +25,14 @@ export namespace CommandIDs {
    * container and whose name is a Python identifier.
    */
   export const fixGraphHolder = 'gpu-hygiene:fix-graph-holder';
+  /**
+   * Ask, then insert (and run) a cell that replaces the CUDA tensors of one
+   * user variable by CPU copies (args: `name`, `kernelId`); the dialog also
+   * offers {@link deleteVariable}.
+   */
+  export const moveTensorsToCpu = 'gpu-hygiene:move-tensors-to-cpu';
+  /** Ask, then insert (and run) a cell that deletes one user variable (args: `name`, `kernelId`). */
+  export const deleteVariable = 'gpu-hygiene:delete-variable';
 }
 
 /** What the clean command does with the generated cell. */
