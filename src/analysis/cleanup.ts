@@ -351,13 +351,10 @@ export function generateCleanCell(plan: ICleanPlan): string {
   }
   const traceback = plan.clearTraceback
     ? [
-        '    tb = getattr(sys, "last_traceback", None)  # the failed cell\'s frames',
-        '    if tb is not None:',
-        '        tb.tb_next = None',
+        '    if getattr(sys, "last_traceback", None) is not None:  # the failed frames',
+        '        sys.last_traceback.tb_next = None',
         '    sys.last_type = sys.last_value = sys.last_traceback = sys.last_exc = None',
-        '    ip.InteractiveTB.tb = None',
-        '    if last is not None:',
-        '        last.error_in_exec = None'
+        '    ip.InteractiveTB.tb = None'
       ]
     : [];
   return [
@@ -375,21 +372,29 @@ export function generateCleanCell(plan: ICleanPlan): string {
           '        ns.pop(name, None)'
         ]
       : []),
-    '    old = [ip.history_manager.output_hist.pop(k, None) for k in out_keys]',
+    '    out = ip.history_manager.output_hist  # Out: the planned cells go',
+    '    old = [out.pop(k) for k in out_keys if k in out]',
     ...(copies.length
       ? [
-          '    old += [hid.get(c) for c in copies] + [getattr(dh, c, None) for c in copies]',
-          '    old += [last.result] if last is not None and "_" in copies else []'
+          '    shown = [hid.get(c) for c in copies] + [getattr(dh, c, None) for c in copies]',
+          '    old += [o for o in shown + [getattr(last, "result", None)] * ("_" in copies) if type(o) not in (str, type(None))]'
         ]
       : []),
-    '    old = [o for o in old if o is not None and type(o) is not str]',
     "    for s in (ns, hid, vars(dh)):  # IPython's own names of those objects",
     '        for n in [n for n, v in s.items() if re.fullmatch(r"_{1,3}|_\\d+", str(n))',
     '                  and any(v is o for o in old) and (s is not ns or hid.get(n) is v)]:',
     '            s[n] = ""  # _, __, ___ become "" (as IPython resets them); _N go',
     '            if n.strip("_"): del s[n]',
-    '    if last is not None and any(last.result is o for o in old):',
-    '        last.result = None',
+    ...(plan.clearTraceback
+      ? [
+          '    if last is not None:',
+          '        last.error_in_exec = None',
+          '        last.result = None if any(last.result is o for o in old) else last.result'
+        ]
+      : [
+          '    if last is not None and any(last.result is o for o in old):',
+          '        last.result = None'
+        ]),
     ...traceback,
     '    del old, last',
     "    gc.collect()  # reference cycles; then PyTorch's cache back to the driver",

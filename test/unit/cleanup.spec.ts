@@ -87,7 +87,7 @@ describe('generateCleanCell', () => {
   it('generates the cell with nothing stale (still clears the last traceback)', () => {
     const code = generateCleanCell(planClean(null));
     expect(code).toContain('out_keys=()');
-    expect(code).toContain('tb.tb_next = None');
+    expect(code).toContain('sys.last_traceback.tb_next = None');
     expectFixture('clean_cell_empty.py', code);
   });
 
@@ -159,7 +159,7 @@ describe('planClean for one model (VRAM panel "free")', () => {
     expect(plan.outKeys).toEqual([5]);
     expect(plan.clearTraceback).toBe(true);
     expect(generateCleanCell(plan)).toContain(
-      'tb = getattr(sys, "last_traceback", None)'
+      'sys.last_traceback.tb_next = None'
     );
   });
 
