@@ -714,6 +714,9 @@ def test_c10_a_deleted_tensor_is_no_holder_and_nothing_is_stale(
         "kind": "variable",
         "name": "blob",
         "bytes": {s.dev: 1024 * MiB},
+        "sole": {s.dev: 1024 * MiB},  # deleting blob returns all of it
+        "shared": {},
+        "sharedWith": [],
         "models": 0,
         "tensors": 1,
     }
