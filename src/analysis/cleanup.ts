@@ -377,7 +377,8 @@ export function generateCleanCell(plan: ICleanPlan): string {
     ...(copies.length
       ? [
           '    shown = [hid.get(c) for c in copies] + [getattr(dh, c, None) for c in copies]',
-          '    old += [o for o in shown + [getattr(last, "result", None)] * ("_" in copies) if type(o) not in (str, type(None))]'
+          '    shown += [getattr(last, "result", None)] if "_" in copies else []',
+          '    old += [o for o in shown if o is not None and type(o) is not str]'
         ]
       : []),
     "    for s in (ns, hid, vars(dh)):  # IPython's own names of those objects",
