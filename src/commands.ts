@@ -1,7 +1,8 @@
 /**
  * Commands: Clean GPU (insert and run the clear_gpu cell), the VRAM panel's
- * per-row actions (free, delete…, fix a graph holder) and Restart kernel
- * (JupyterLab's own restart, with its confirmation).
+ * per-row actions (free, delete…, fix a graph holder, move a variable's CUDA
+ * tensors to the CPU or delete it) and Restart kernel (JupyterLab's own
+ * restart, with its confirmation).
  */
 import {
   Dialog,
@@ -19,11 +20,15 @@ import {
 } from './analysis/cleanup';
 import { formatBytes, sumBytes } from './analysis/format';
 import { canFixGraph, generateDetachCell } from './analysis/graphs';
+import {
+  generateDeleteVariableCell,
+  generateMoveToCpuCell
+} from './analysis/tensorcells';
 import { deletableNames } from './analysis/holders';
 import { generateDropWorkersCell, workersToDrop } from './analysis/workers';
 import { gpuCleanIcon } from './icons';
 import type { GpuKernelModel } from './model';
-import type { IModelInfo } from './protocol';
+import type { IModelInfo, IRootBytes } from './protocol';
 import { CommandIDs, IGpuMonitor } from './tokens';
 
 /** Dependencies of {@link addCommands}. */
@@ -162,6 +167,22 @@ const workersArgs = {
       kernelId: kernelArgs.args.properties.kernelId
     },
     required: ['names']
+  }
+};
+
+/** Arguments of the per-variable commands (move to CPU, delete). */
+const variableArgs = {
+  args: {
+    type: 'object' as const,
+    properties: {
+      name: {
+        type: 'string' as const,
+        description:
+          'The user variable (a variable root of the inventory; Python identifiers only)'
+      },
+      kernelId: kernelArgs.args.properties.kernelId
+    },
+    required: ['name']
   }
 };
 
@@ -463,6 +484,138 @@ export function addCommands(deps: ICommandDeps): void {
         'gpu-hygiene-drop-workers'
       ]);
       return true;
+    }
+  });
+
+  /** The kernel model, its notebook and the variable root named by `args.name`. */
+  const variableTarget = (args: { kernelId?: unknown; name?: unknown }) => {
+    const model = modelFor(monitor, args);
+    const panel = model ? monitor.panelFor(model) : null;
+    const root: IRootBytes | null =
+      model?.inventory?.roots.find(
+        r => r.kind === 'variable' && r.name === args.name
+      ) ?? null;
+    return { panel, root };
+  };
+  const variableGone = () =>
+    Notification.warning(
+      trans.__(
+        'That variable no longer holds tensors or is not a plain Python name; the VRAM panel shows the latest inventory.'
+      ),
+      { autoClose: 5000 }
+    );
+  const run = () => monitor.settings.cleanAction === 'insert-and-run';
+
+  /** Ask, then insert the delete cell of `name`; resolves to whether it was inserted. */
+  const deleteVariable = async (
+    panel: NotebookPanel,
+    root: IRootBytes,
+    ask: boolean
+  ): Promise<boolean> => {
+    const alone = root.sole ?? root.bytes;
+    const code = generateDeleteVariableCell(root.name, alone);
+    if (code === null) {
+      variableGone();
+      return false;
+    }
+    if (ask) {
+      const result = await showDialog({
+        title: trans.__('Delete the variable %1?', root.name),
+        body: trans.__(
+          'A cell running "del %1" is inserted below the active cell, then PyTorch’s cache is emptied; it frees %2 unless something else still holds it. You can no longer use %1 afterwards.',
+          root.name,
+          formatBytes(sumBytes(alone))
+        ),
+        buttons: [
+          Dialog.cancelButton({ label: trans.__('Cancel') }),
+          Dialog.warnButton({ label: trans.__('Delete') })
+        ]
+      });
+      if (!result.button.accept) {
+        return false;
+      }
+    }
+    await insertCleanCell(panel, code, run(), deps, [
+      'gpu-hygiene-delete-variable'
+    ]);
+    return true;
+  };
+
+  commands.addCommand(CommandIDs.moveTensorsToCpu, {
+    label: trans.__('Move CUDA Tensors to CPU…'),
+    caption: trans.__(
+      'Ask, then insert and run a cell that replaces the CUDA tensors of this variable (or of its list, dict or tuple) by CPU copies; the dialog also offers to delete it'
+    ),
+    describedBy: variableArgs,
+    isEnabled: args => {
+      const { panel, root } = variableTarget(args);
+      return !!panel && !!root && generateMoveToCpuCell(root.name) !== null;
+    },
+    execute: async args => {
+      const { panel, root } = variableTarget(args);
+      const alone = root ? (root.sole ?? root.bytes) : {};
+      const code = root ? generateMoveToCpuCell(root.name, alone) : null;
+      if (!panel || !root || code === null) {
+        variableGone();
+        return false;
+      }
+      const shared = sumBytes(root.shared ?? {});
+      const result = await showDialog({
+        title: trans.__('Move the CUDA tensors of %1 to the CPU?', root.name),
+        body:
+          trans.__(
+            'A cell is inserted below the active cell that replaces the CUDA tensors in %1 (the tensor itself, or those in its list, dict or tuple) by CPU copies (tensor.cpu()): the values stay, %2 of VRAM is freed. Or delete %1 if you no longer need it.',
+            root.name,
+            formatBytes(sumBytes(alone))
+          ) +
+          (shared > 0
+            ? ` ${trans.__(
+                '%1 more is shared with %2 and stays on the GPU while %2 holds it.',
+                formatBytes(shared),
+                (root.sharedWith ?? []).join(', ') || trans.__('another holder')
+              )}`
+            : ''),
+        buttons: [
+          Dialog.cancelButton({ label: trans.__('Cancel') }),
+          Dialog.warnButton({
+            label: trans.__('Delete %1', root.name),
+            actions: ['delete']
+          }),
+          Dialog.okButton({ label: trans.__('Move to CPU') })
+        ]
+      });
+      if (result.button.actions.includes('delete')) {
+        return deleteVariable(panel, root, false);
+      }
+      if (!result.button.accept) {
+        return false;
+      }
+      await insertCleanCell(panel, code, run(), deps, [
+        'gpu-hygiene-move-to-cpu'
+      ]);
+      return true;
+    }
+  });
+
+  commands.addCommand(CommandIDs.deleteVariable, {
+    label: trans.__('Delete Variable…'),
+    caption: trans.__(
+      'Ask, then insert and run a cell that deletes this variable and empties PyTorch’s cache'
+    ),
+    describedBy: variableArgs,
+    isEnabled: args => {
+      const { panel, root } = variableTarget(args);
+      return (
+        !!panel && !!root && generateDeleteVariableCell(root.name) !== null
+      );
+    },
+    execute: async args => {
+      const { panel, root } = variableTarget(args);
+      if (!panel || !root) {
+        variableGone();
+        return false;
+      }
+      return deleteVariable(panel, root, true);
     }
   });
 

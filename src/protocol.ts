@@ -111,6 +111,10 @@ const rootBytes = z.object({
   kind: rootKind,
   name: shortText,
   bytes: bytesPerDevice,
+  sole: z.optional(bytesPerDevice),
+  shared: z.optional(bytesPerDevice),
+  sharedWith: z.optional(z.array(shortText).check(z.maxLength(100))),
+  cells: z.optional(z.array(count).check(z.maxLength(10_000))),
   models: count,
   tensors: count
 });
@@ -302,8 +306,16 @@ export type IHolder = z.infer<typeof holder>;
 /** Kind of root: a user variable, the output cache, the last traceback, or nothing named. */
 export type RootKind = IHolder['kind'];
 /**
- * Bytes first reached from one root (every storage counted once, in the order
- * variables, output cache, last traceback, then unreachable models).
+ * Bytes first reached from one root (`bytes`: every storage counted once, in
+ * the order variables, output cache, last traceback, then unreachable
+ * models). `sole`: bytes per device that no other holder keeps (what deleting
+ * the root returns; the output-cache names of one object, `Out[7]`, `_7`,
+ * `_`, are one holder); `shared`: bytes it keeps that another holder keeps
+ * too, `sharedWith` the names of (at most 8) such holders, variables first.
+ * `cells` (output roots only): the execution counts whose `Out` entry is
+ * the very object the root names; empty for a hidden copy no longer in `Out`
+ * (after `del Out[7]` or `%reset -f out`). The three are absent from agents
+ * that do not report them.
  */
 export type IRootBytes = z.infer<typeof rootBytes>;
 /** A large tensor (≥ 1 MiB) outside any model; `bytes` of its storage. */

@@ -32,6 +32,14 @@ export namespace CommandIDs {
    * are Python identifiers.
    */
   export const dropWorkers = 'gpu-hygiene:drop-workers';
+  /**
+   * Ask, then insert (and run) a cell that replaces the CUDA tensors of one
+   * user variable by CPU copies (args: `name`, `kernelId`); the dialog also
+   * offers {@link deleteVariable}.
+   */
+  export const moveTensorsToCpu = 'gpu-hygiene:move-tensors-to-cpu';
+  /** Ask, then insert (and run) a cell that deletes one user variable (args: `name`, `kernelId`). */
+  export const deleteVariable = 'gpu-hygiene:delete-variable';
 }
 
 /** What the clean command does with the generated cell. */

@@ -35,16 +35,20 @@ export interface ICleanPlan {
   clearTraceback: boolean;
   /**
    * Output-cache roots (`Out[n]`, `_n`, `_`, `__`, `___`) that hold CUDA
-   * bytes no variable reaches (tensors, containers, models), dropped by the
-   * unrestricted plan; their bytes go in the cell's comments. Empty for a
-   * plan limited to one model.
+   * bytes no variable keeps (tensors, containers, models: their `sole`, or
+   * bytes shared only with other output-cache entries), dropped by the
+   * unrestricted plan; their bytes go in the cell's comments, one line per
+   * cell. Empty for a plan limited to one model.
    */
   outputs: IRootBytes[];
   /**
-   * Of `outputs`, the slots `_`, `__`, `___`: the cell drops the output-cache
-   * entries that are their values (the slots do not say which cell they are).
+   * Of `outputs`, the hidden copies that name no `Out` entry (`cells`
+   * empty: `_7`, `__` left by `del Out[7]` or `%reset -f out`; or, from an
+   * agent without `cells`, the slots `_`, `__`, `___`): the cell drops what
+   * IPython's names of that slot hold (user_ns_hidden, the display hook,
+   * for `_` the last result) and every other name of the same objects.
    */
-  slots: string[];
+  copies: string[];
 }
 
 /** Options of {@link planClean}. */
@@ -65,6 +69,30 @@ export interface IPlanOptions {
 const OUT_ENTRY = /^Out\[(\d{1,9})\]$/;
 const NUMBERED = /^_(\d{1,9})$/;
 const SLOTS = ['_', '__', '___'];
+/** Names of the output cache: `_`, `__`, `___`, `_N`, `Out[N]`. */
+const OUTPUT_NAME = /^(?:_{1,3}|_\d{1,9}|Out\[\d{1,9}\])$/;
+
+/**
+ * Whether the unrestricted plan drops an output root: it keeps CUDA bytes
+ * that dropping the output cache returns — its own (`sole`), or bytes it
+ * shares only with other output-cache entries. Without `sole` (an older
+ * agent): CUDA bytes first attributed to it. A tensor a variable also names
+ * is never planned.
+ */
+function dropsCuda(root: IRootBytes): boolean {
+  if (root.sole === undefined) {
+    return sumBytes(root.bytes, isCudaDevice) > 0;
+  }
+  if (sumBytes(root.sole, isCudaDevice) > 0) {
+    return true;
+  }
+  const others = root.sharedWith ?? [];
+  return (
+    sumBytes(root.shared ?? {}, isCudaDevice) > 0 &&
+    others.length > 0 &&
+    others.every(n => OUTPUT_NAME.test(n))
+  );
+}
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const KEYWORDS = new Set(
   (
@@ -134,20 +162,25 @@ export function planClean(
     }
   }
   const outputs: IRootBytes[] = [];
-  const slots: string[] = [];
+  const copies = new Set<string>();
   if (modelId === null) {
     // Output-cache entries that hold CUDA memory no variable reaches: their
     // tensors (or containers of tensors) go with the cache entry; a user
     // variable is never touched.
     for (const root of inventory?.roots ?? []) {
-      if (root.kind !== 'output' || sumBytes(root.bytes, isCudaDevice) <= 0) {
+      if (root.kind !== 'output' || !dropsCuda(root)) {
         continue;
       }
+      const cells = (root.cells ?? []).filter(
+        c => Number.isSafeInteger(c) && c >= 0
+      );
       const match = OUT_ENTRY.exec(root.name) ?? NUMBERED.exec(root.name);
-      if (match) {
+      if (cells.length) {
+        cells.forEach(c => outKeys.add(c));
+      } else if (root.cells === undefined && match) {
         outKeys.add(Number(match[1]));
-      } else if (SLOTS.includes(root.name)) {
-        slots.push(root.name);
+      } else if (SLOTS.includes(root.name) || NUMBERED.test(root.name)) {
+        copies.add(root.name); // a hidden copy: no Out entry names it
       } else {
         continue;
       }
@@ -163,8 +196,15 @@ export function planClean(
     deleteNames,
     clearTraceback,
     outputs,
-    slots: SLOTS.filter(slot => slots.includes(slot))
+    copies: [...copies].sort(copyOrder)
   };
+}
+
+/** `_`, `__`, `___` first, then `_N` by N. */
+function copyOrder(a: string, b: string): number {
+  const rank = (n: string) =>
+    SLOTS.includes(n) ? n.length - 4 : Number(n.slice(1));
+  return rank(a) - rank(b);
 }
 
 /**
@@ -181,19 +221,77 @@ export function commentSafe(text: string, maxLength = 120): string {
     : oneLine;
 }
 
+/** Width of the cell's comment lines (PEP 8's 79 columns). */
+const COMMENT_WIDTH = 79;
+
 function describeStale(model: IModelInfo): string {
   const held = holderNames(model).join(', ');
   return commentSafe(
-    `${model.label}, ${formatBytes(sumBytes(model.bytes))}, held by ${held || 'nothing named'}`,
-    200
+    `# ${model.label}, ${formatBytes(sumBytes(model.bytes))} (${held || 'nothing named'})`,
+    COMMENT_WIDTH
   );
 }
 
-function describeOutput(root: IRootBytes): string {
-  return commentSafe(
-    `${root.name} holds ${formatPlacement(root.bytes)} (${root.models ? 'models, ' : ''}${root.tensors} tensor(s)) no variable names`,
-    72
-  );
+/** Per device, the largest figure (the names of one object keep the same storages). */
+function largest(list: ReadonlyArray<Record<string, number>>) {
+  const out: Record<string, number> = {};
+  for (const bytes of list) {
+    for (const [device, value] of Object.entries(bytes)) {
+      out[device] = Math.max(out[device] ?? 0, value);
+    }
+  }
+  return out;
+}
+
+/**
+ * One comment line per planned cell (its output-cache names together) and
+ * per hidden copy: `# cell [4]: 64.0 MiB on cuda:0, 1 tensor(s) (Out[4], _4)`.
+ */
+function describeOutputs(outputs: ReadonlyArray<IRootBytes>): string[] {
+  const groups = new Map<string, IRootBytes[]>();
+  for (const root of outputs) {
+    const cells = root.cells ?? [];
+    const legacy = root.cells === undefined;
+    const key = cells.length
+      ? cells.map(c => `[${c}]`).join(', ')
+      : legacy && (OUT_ENTRY.test(root.name) || NUMBERED.test(root.name))
+        ? `[${(OUT_ENTRY.exec(root.name) ?? NUMBERED.exec(root.name))?.[1]}]`
+        : '';
+    const name = key
+      ? `cell ${key}`
+      : legacy
+        ? `a recent cell's ${root.name}`
+        : `hidden copy ${root.name}`;
+    groups.set(name, [...(groups.get(name) ?? []), root]);
+  }
+  return [...groups].map(([name, roots]) => {
+    const bytes = largest(roots.map(r => r.sole ?? r.bytes));
+    const tensors = Math.max(...roots.map(r => r.tensors));
+    const what = roots.some(r => r.models) ? 'models, ' : '';
+    const count = tensors ? `, ${what}${tensors} tensor(s)` : '';
+    const names = roots.map(r => r.name).join(', ');
+    const by = name.startsWith('cell') ? ` (${names})` : '';
+    return commentSafe(
+      `# ${name}: ${formatPlacement(bytes)}${count}${by}`,
+      COMMENT_WIDTH
+    );
+  });
+}
+
+/**
+ * Words of `text` as comment lines of at most {@link COMMENT_WIDTH} columns.
+ */
+function wrapComment(text: string): string[] {
+  const lines: string[] = [];
+  let line = '#';
+  for (const word of commentSafe(text, 400).split(' ').filter(Boolean)) {
+    if (line.length + 1 + word.length > COMMENT_WIDTH && line !== '#') {
+      lines.push(line);
+      line = '#';
+    }
+    line += ` ${word}`;
+  }
+  return [...lines, line];
 }
 
 /** A Python tuple literal of already-safe items: `()`, `(a,)`, `(a, b)`. */
@@ -202,7 +300,16 @@ function pyTuple(items: string[]): string {
 }
 
 /**
- * Generate the clear_gpu cell.
+ * Generate the clear_gpu cell (about 25 lines; comments within 79 columns).
+ *
+ * What it drops, whatever the IPython version: for each planned cell
+ * `Out[N]` (IPython's `output_hist`), for each hidden copy what IPython's
+ * names of that slot hold (`user_ns_hidden`, the display hook's `_`, `__`,
+ * `___`, for `_` the last result); then every name IPython gave those very
+ * objects — `_`, `__`, `___`, `_N` in `user_ns` (only while
+ * `user_ns_hidden` holds the same object there: never a user's own
+ * variable), in `user_ns_hidden` and the display hook, and
+ * `last_execution_result.result`.
  *
  * @param plan - from {@link planClean}.
  * @returns Python source; the first line is {@link CLEAN_MARKER}, which the
@@ -212,104 +319,89 @@ export function generateCleanCell(plan: ICleanPlan): string {
   const outKeys = pyTuple(plan.outKeys.map(k => String(k)));
   const kept = plan.keptNames.length ? plan.keptNames.join(', ') : 'none';
   const outputs = plan.outputs ?? [];
-  const slots = (plan.slots ?? []).filter(s => SLOTS.includes(s));
-  const staleLines =
+  const copies = (plan.copies ?? []).filter(
+    c => SLOTS.includes(c) || NUMBERED.test(c)
+  );
+  const dropped =
     plan.staleModels.length || outputs.length
-      ? [
-          ...plan.staleModels.map(
-            m => `    # Output cache: ${describeStale(m)}`
-          ),
-          ...outputs.map(r => `    # Output cache: ${describeOutput(r)}`)
-        ]
-      : ['    # Output cache: nothing to drop.'];
+      ? [...plan.staleModels.map(describeStale), ...describeOutputs(outputs)]
+      : ['# Output cache: nothing to drop.'];
   // Only identifiers reach code (planClean filters them; checked again here).
   const deleteNames = plan.deleteNames.filter(isPythonIdentifier);
   const params = [
     `out_keys=${outKeys}`,
-    ...(slots.length ? [`slots=${pyTuple(slots.map(s => `"${s}"`))}`] : []),
+    ...(copies.length ? [`copies=${pyTuple(copies.map(s => `"${s}"`))}`] : []),
     ...(deleteNames.length
       ? [`names=${pyTuple(deleteNames.map(n => `"${n}"`))}`]
       : [])
   ];
   let header: string[];
   if (deleteNames.length) {
-    header = [
-      `# It deletes what you chose (${deleteNames.join(', ')}), then the output-cache entries that still hold`,
-      `# the same model; other variables are kept: ${commentSafe(kept, 200)}.`
-    ];
+    header = wrapComment(
+      `Deletes what you chose (${deleteNames.join(', ')}), then the output-cache entries of that model; kept: ${kept}.`
+    );
   } else if (plan.modelId !== null) {
-    header = [
-      '# It drops only the references that keep one stale model alive; variables you',
-      `# still use are kept: ${commentSafe(kept, 200)}.`
-    ];
+    header = wrapComment(
+      `Drops only what keeps one stale model alive; still named, so kept: ${kept}.`
+    );
   } else {
-    header = [
-      '# It drops stale references only (output cache, last traceback, unreachable objects); variables you',
-      `# still use are kept: ${commentSafe(kept, 200)}.`
-    ];
+    header = wrapComment(
+      `Drops stale references only; still named, so kept: ${kept}.`
+    );
   }
   const traceback = plan.clearTraceback
     ? [
-        "    # Last exception: its traceback keeps the failed cell's frames and their tensors alive.",
-        '    tb = getattr(sys, "last_traceback", None)',
-        '    if tb is not None:',
-        '        tb.tb_next = None',
-        '    for attr in ("last_type", "last_value", "last_traceback", "last_exc"):',
-        '        if hasattr(sys, attr):',
-        '            setattr(sys, attr, None)',
-        '    ip.InteractiveTB.tb = None',
-        '    if ip.last_execution_result is not None:',
-        '        ip.last_execution_result.error_in_exec = None'
+        '    if getattr(sys, "last_traceback", None) is not None:  # the failed frames',
+        '        sys.last_traceback.tb_next = None',
+        '    sys.last_type = sys.last_value = sys.last_traceback = sys.last_exc = None',
+        '    ip.InteractiveTB.tb = None'
       ]
     : [];
   return [
     CLEAN_MARKER,
-    '# Inserted by jupyterlab-gpu-hygiene. Self-contained: safe to re-run, also without the extension.',
+    '# Inserted by jupyterlab-gpu-hygiene; safe to re-run, also without it.',
     ...header,
+    ...dropped,
     `def _gpu_hygiene_clear_gpu(${params.join(', ')}):`,
-    '    import gc, sys',
-    '    from IPython import get_ipython  # works even if the name was rebound',
-    '    ip = get_ipython()',
-    '    ns, hidden, out = ip.user_ns, ip.user_ns_hidden, ip.history_manager.output_hist',
+    '    import gc, re, sys',
+    '    ip = sys.modules["IPython"].get_ipython()  # also if the name was rebound',
+    '    ns, hid, dh, last = ip.user_ns, ip.user_ns_hidden, ip.displayhook, ip.last_execution_result',
     ...(deleteNames.length
       ? [
           '    for name in names:  # the variables you chose; already gone is fine',
           '        ns.pop(name, None)'
         ]
       : []),
-    ...staleLines,
-    ...(slots.length
+    '    out = ip.history_manager.output_hist  # Out: the planned cells go',
+    '    old = [out.pop(k) for k in out_keys if k in out]',
+    ...(copies.length
       ? [
-          '    shown = [ns.get(s) for s in slots]  # also hidden copies, not in Out',
-          '    out_keys += tuple(k for k, v in out.items() if any(v is o for o in shown))'
+          '    shown = [hid.get(c) for c in copies] + [getattr(dh, c, None) for c in copies]',
+          '    shown += [getattr(last, "result", None)] if "_" in copies else []',
+          '    old += [o for o in shown if o is not None and type(o) is not str]'
         ]
       : []),
-    '    stale = {k: out.pop(k) for k in out_keys if k in out}',
-    ...(slots.length
+    "    for s in (ns, hid, vars(dh)):  # IPython's own names of those objects",
+    '        for n in [n for n, v in s.items() if re.fullmatch(r"_{1,3}|_\\d+", str(n))',
+    '                  and any(v is o for o in old) and (s is not ns or hid.get(n) is v)]:',
+    '            s[n] = ""  # _, __, ___ become "" (as IPython resets them); _N go',
+    '            if n.strip("_"): del s[n]',
+    ...(plan.clearTraceback
       ? [
-          '    stale.update((-1 - i, o) for i, o in enumerate(shown) if o is not None)',
-          '    del shown'
+          '    if last is not None:',
+          '        last.error_in_exec = None',
+          '        last.result = None if any(last.result is o for o in old) else last.result'
         ]
-      : []),
-    '    for space in (ns, hidden):  # _<k> only while it is that same output',
-    '        for name in [f"_{k}" for k, obj in stale.items() if space.get(f"_{k}") is obj]:',
-    '            del space[name]',
-    '    for slot in ("_", "__", "___"):',
-    '        if any(ns.get(slot) is obj for obj in stale.values()):',
-    '            ns[slot] = hidden[slot] = ""',
-    '            setattr(ip.displayhook, slot, "")',
-    "    last = ip.last_execution_result  # the previous cell's result while this one runs",
-    '    if last is not None and any(last.result is obj for obj in stale.values()):',
-    '        last.result = None',
-    '    del stale, last',
+      : [
+          '    if last is not None and any(last.result is o for o in old):',
+          '        last.result = None'
+        ]),
     ...traceback,
-    "    # Unreachable objects (reference cycles), then PyTorch's cached blocks back to the driver.",
-    '    gc.collect()',
+    '    del old, last',
+    "    gc.collect()  # reference cycles; then PyTorch's cache back to the driver",
     '    torch = sys.modules.get("torch")',
     '    if torch is not None and torch.cuda.is_initialized():',
     '        torch.cuda.empty_cache()',
-    '',
-    '',
     '_gpu_hygiene_clear_gpu()',
     'del _gpu_hygiene_clear_gpu',
     ''

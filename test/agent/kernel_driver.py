@@ -372,8 +372,9 @@ def holder_names(model, kind=None):
 
 def compile_cleanup(out_dir, tsc=None):
     """Compile the browser's clean-cell generator (``src/analysis/cleanup.ts`` and what it
-    imports) to CommonJS under ``out_dir`` with the project's tsc; returns the path of
-    ``analysis/cleanup.js``."""
+    imports) and the variable actions' cells (``src/analysis/tensorcells.ts``) to CommonJS
+    under ``out_dir`` with the project's tsc; returns the path of ``analysis/cleanup.js``
+    (``tensorcells.js`` lies next to it)."""
     out = Path(out_dir)
     shutil.rmtree(out, ignore_errors=True)
     subprocess.run(
@@ -383,6 +384,7 @@ def compile_cleanup(out_dir, tsc=None):
             *("--target", "es2018", "--moduleResolution", "node", "--esModuleInterop"),
             "--skipLibCheck",
             "src/analysis/cleanup.ts",
+            "src/analysis/tensorcells.ts",
         ],
         cwd=ROOT,
         check=True,

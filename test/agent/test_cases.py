@@ -240,7 +240,7 @@ def test_c01_with_the_generated_clean_cell(device, session, check, clean_cells):
     before = dev0(s.sample())
     clean = clean_cells(inventory, "stacking" if s.cuda else "stacking-cpu")
     assert "def _gpu_hygiene_clear_gpu(out_keys=(2,)):" in clean
-    assert f"# Output cache: {older['label']}, {one / MiB:.1f} MiB, held by Out[2], _2, __" in clean
+    assert f"# {older['label']}, {one / MiB:.1f} MiB (Out[2], _2, __)" in clean
     result, inventory = s.run(5, clean)
     assert result.outputs == []
     (cleaned,) = s.comm.messages("cleaned")
@@ -714,6 +714,9 @@ def test_c10_a_deleted_tensor_is_no_holder_and_nothing_is_stale(
         "kind": "variable",
         "name": "blob",
         "bytes": {s.dev: 1024 * MiB},
+        "sole": {s.dev: 1024 * MiB},  # deleting blob returns all of it
+        "shared": {},
+        "sharedWith": [],
         "models": 0,
         "tensors": 1,
     }

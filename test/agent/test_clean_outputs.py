@@ -30,10 +30,11 @@ def run_and_inventory(kernel, comm, code):
 
 
 def on_cuda(inventory):
-    """The inventory as if its output-cache roots held their bytes on cuda:0."""
+    """The inventory as if its roots held their bytes on cuda:0."""
     for root in inventory["roots"]:
-        if root["kind"] == "output":
-            root["bytes"] = {"cuda:0": sum(root["bytes"].values())}
+        for field in ("bytes", "sole", "shared"):
+            if root.get(field):
+                root[field] = {"cuda:0": sum(root[field].values())}
     return inventory
 
 
@@ -54,9 +55,14 @@ def test_clean_drops_displayed_tensors_and_keeps_a_named_one(new_kernel, generat
     run_and_inventory(kernel, comm, "kept = make()")  # refs[2]: a variable
     _, inventory = run_and_inventory(kernel, comm, "kept")  # displayed too
     outputs = {r["name"] for r in inventory["roots"] if r["kind"] == "output"}
-    assert outputs and outputs <= {"_", "__", "___", "Out[2]", "Out[3]", "_2", "_3"}
+    assert outputs and outputs <= {"_", "__", "___", "Out[2]", "Out[3]", "_2", "_3"} | {
+        "Out[5]",
+        "_5",
+    }
+    cells = {r["name"]: r["cells"] for r in inventory["roots"] if r["kind"] == "output"}
+    assert cells["_"] == [5] and cells["__"] == [3] and cells["___"] == [2]
     clean = generate_clean_cell(on_cuda(inventory))
-    assert "slots=(" in clean
+    assert "out_keys=(2, 3)" in clean  # cell [5] shows kept: never planned
     assert "ns.pop(" not in clean  # no variable is deleted
     run_and_inventory(kernel, comm, clean)
     state = kernel.run(

@@ -124,7 +124,10 @@ def test_roots_count_each_storage_once_and_name_the_largest_tensors(new_kernel):
     )
     roots = {r["name"]: r for r in inventory["roots"]}
     assert roots["blob"]["bytes"] == {"cpu": 4 * MiB} and roots["blob"]["tensors"] == 1
-    assert "view" not in roots  # its storage is blob's, counted once
+    # view's storage is blob's: counted once (under blob), shared by both
+    assert roots["view"]["bytes"] == {} and roots["view"]["sole"] == {}
+    assert roots["view"]["shared"] == roots["blob"]["shared"] == {"cpu": 4 * MiB}
+    assert roots["view"]["sharedWith"] == ["blob"] and roots["blob"]["sole"] == {}
     assert roots["small"]["bytes"] == {"cpu": 40}
     assert roots["batch"]["bytes"] == {"cpu": 2 * 3 * 256 * 256 * 4}
     assert roots["net"]["bytes"] == {"cpu": (512 * 512 + 512) * 4} and roots["net"]["models"] == 1

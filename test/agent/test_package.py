@@ -230,9 +230,15 @@ def test_the_census_attributes_models_to_holders_and_counts_each_storage_once(ag
         "kind": "variable",
         "name": "alias",
         "bytes": {},
+        "sole": {},  # deleting alias frees nothing: model names the same model
+        "shared": roots[("variable", "model")]["shared"],
+        "sharedWith": ["model"],
         "models": 1,
         "tensors": 0,
     }
+    # both keep the whole model (weights, grads, Adam's state): shared, nothing sole
+    assert roots[("variable", "model")]["sole"] == {}
+    assert roots[("variable", "model")]["shared"] == roots[("variable", "model")]["bytes"]
     assert inventory["truncated"] is False and inventory["graphs"] == []
 
 
@@ -284,11 +290,21 @@ def old_agent():
 
 
 def _comparable(message):
-    return {
+    """The message without its timing, and without what the single-file agent did not report:
+    ``allocator``, ``children``, the roots' ``sole``, ``shared`` and ``cells``, and the rows
+    only those fill."""
+    out = {
         k: v
         for k, v in message.items()
         if k not in ("t", "seq", "durationMs", "allocator", "children")
     }
+    new = ("sole", "shared", "sharedWith", "cells")
+    out["roots"] = [
+        {k: v for k, v in r.items() if k not in new}
+        for r in message.get("roots", [])
+        if r["bytes"] or r["models"]
+    ]
+    return out
 
 
 def test_inventories_are_the_ones_of_the_single_file_agent(agent):

@@ -128,7 +128,7 @@ test('VRAM panel: lazy, opened from the gauge, frees a stale holder', async ({
   ).toContainText('(2 → 1 live)');
   const source = (await page.notebook.getCellTextInput(4)).split('\n');
   expect(source[0]).toBe('# gpu-hygiene: clear_gpu');
-  expect(source.join('\n')).toContain('keep one stale model alive');
+  expect(source.join('\n')).toContain('keeps one stale model alive');
 
   expect(noise).toEqual([]);
 });

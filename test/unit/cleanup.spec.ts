@@ -47,7 +47,7 @@ describe('planClean', () => {
       deleteNames: [],
       clearTraceback: true,
       outputs: [],
-      slots: []
+      copies: []
     });
   });
 
@@ -80,14 +80,14 @@ describe('generateCleanCell', () => {
     const code = generateCleanCell(planClean(c01Inventory()));
     expect(code.split('\n')[0]).toBe(CLEAN_MARKER);
     expect(code).toContain('def _gpu_hygiene_clear_gpu(out_keys=(2,)):');
-    expect(code).toContain('still use are kept: model.');
+    expect(code).toContain('still named, so kept: model.');
     expectFixture('clean_cell_c01.py', code);
   });
 
   it('generates the cell with nothing stale (still clears the last traceback)', () => {
     const code = generateCleanCell(planClean(null));
     expect(code).toContain('out_keys=()');
-    expect(code).toContain('tb.tb_next = None');
+    expect(code).toContain('sys.last_traceback.tb_next = None');
     expectFixture('clean_cell_empty.py', code);
   });
 
@@ -105,9 +105,7 @@ describe('generateCleanCell', () => {
       'Evil\nimport os; os.system("rm -rf /")\r\u2028x';
     const code = generateCleanCell(planClean(inventory));
     const line = code.split('\n').find(l => l.includes('Evil'));
-    expect(line?.trimStart().startsWith('# Output cache: Evil import os')).toBe(
-      true
-    );
+    expect(line?.trimStart().startsWith('# Evil import os')).toBe(true);
     expect(code.split('\n').some(l => l.startsWith('import os'))).toBe(false);
   });
 
@@ -148,7 +146,7 @@ describe('planClean for one model (VRAM panel "free")', () => {
     const code = generateCleanCell(plan);
     expect(code.split('\n')[0]).toBe(CLEAN_MARKER);
     expect(code).toContain('def _gpu_hygiene_clear_gpu(out_keys=(2,)):');
-    expect(code).toContain('keep one stale model alive');
+    expect(code).toContain('keeps one stale model alive');
     expect(code).not.toContain('last_traceback');
     expect(code).not.toContain('Out[5]');
     expect(code).toContain('gc.collect()');
@@ -161,7 +159,7 @@ describe('planClean for one model (VRAM panel "free")', () => {
     expect(plan.outKeys).toEqual([5]);
     expect(plan.clearTraceback).toBe(true);
     expect(generateCleanCell(plan)).toContain(
-      'tb = getattr(sys, "last_traceback", None)'
+      'sys.last_traceback.tb_next = None'
     );
   });
 
@@ -300,7 +298,7 @@ describe('output-cache entries holding CUDA tensors (issue 17, item 3)', () => {
   it('the unrestricted plan drops Out[N] and the slots that hold CUDA bytes, never a variable', () => {
     const plan = planClean(withOutputs());
     expect(plan.outKeys).toEqual([2, 4]);
-    expect(plan.slots).toEqual(['_']);
+    expect(plan.copies).toEqual(['_']);
     expect(plan.outputs.map(r => r.name)).toEqual(['_4', '_']);
     expect(plan.keptNames).toEqual(['model']);
     expect(plan.deleteNames).toEqual([]);
@@ -310,20 +308,18 @@ describe('output-cache entries holding CUDA tensors (issue 17, item 3)', () => {
     const plan = planClean(withOutputs(), { modelId: '0x7f0000000001' });
     expect(plan.outKeys).toEqual([2]);
     expect(plan.outputs).toEqual([]);
-    expect(plan.slots).toEqual([]);
+    expect(plan.copies).toEqual([]);
   });
 
   it('writes the bytes in the comments and drops what the slots show', () => {
     const code = generateCleanCell(planClean(withOutputs()));
+    expect(code).toContain('# cell [4]: 64.0 MiB on cuda:0, 1 tensor(s) (_4)');
     expect(code).toContain(
-      '    # Output cache: _4 holds 64.0 MiB on cuda:0 (1 tensor(s)) no variable names'
-    );
-    expect(code).toContain(
-      'def _gpu_hygiene_clear_gpu(out_keys=(2, 4), slots=("_",)):'
+      'def _gpu_hygiene_clear_gpu(out_keys=(2, 4), copies=("_",)):'
     );
     expect(code).not.toMatch(/\bx\b.*pop|del x/);
     for (const line of code.split('\n').filter(l => l.includes('#'))) {
-      expect(line.slice(line.indexOf('#')).length).toBeLessThanOrEqual(100);
+      expect(line.length).toBeLessThanOrEqual(79);
     }
     expectFixture('clean_cell_outputs.py', code);
   });

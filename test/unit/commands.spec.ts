@@ -288,3 +288,99 @@ describe('issue 17: delete an owner variable, restart says what it returns', () 
     );
   });
 });
+
+describe('move a variable’s CUDA tensors to the CPU, or delete it (cuda-tensors)', () => {
+  afterEach(() => {
+    (showDialog as jest.Mock).mockReset();
+    Notification.dismiss();
+  });
+
+  const MiB = 2 ** 20;
+  /** C01 plus `results` (24 MiB alone, 12 MiB shared with `last`). */
+  function withResults() {
+    const inventory = c01Inventory();
+    inventory.roots.push({
+      kind: 'variable',
+      name: 'results',
+      bytes: { 'cuda:0': 36 * MiB },
+      sole: { 'cuda:0': 24 * MiB },
+      shared: { 'cuda:0': 12 * MiB },
+      sharedWith: ['last'],
+      models: 0,
+      tensors: 3
+    });
+    return inventory;
+  }
+
+  it('asks, then inserts the move-to-CPU cell', async () => {
+    const { commands, inserted, model } = setup();
+    model.apply(withResults());
+    (showDialog as jest.Mock).mockResolvedValue({
+      button: { accept: true, actions: [] }
+    });
+    const args = { kernelId: 'k1', name: 'results' };
+    expect(commands.isEnabled(CommandIDs.moveTensorsToCpu, args)).toBe(true);
+    expect(await commands.execute(CommandIDs.moveTensorsToCpu, args)).toBe(
+      true
+    );
+    const dialog = (showDialog as jest.Mock).mock.calls[0][0];
+    expect(dialog.title).toBe('Move the CUDA tensors of results to the CPU?');
+    expect(dialog.body).toContain('24.0 MiB of VRAM is freed');
+    expect(dialog.body).toContain('12.0 MiB more is shared with last');
+    expect(dialog.buttons.map((b: any) => b.label)).toEqual([
+      'Cancel',
+      'Delete results',
+      'Move to CPU'
+    ]);
+    expect(inserted).toHaveLength(1);
+    expect(inserted[0].tags).toEqual(['gpu-hygiene-move-to-cpu']);
+    expect(inserted[0].source).toContain(
+      'def _gpu_hygiene_move_to_cpu(name="results"):'
+    );
+  });
+
+  it('its Delete button inserts the delete cell instead (no second question)', async () => {
+    const { commands, inserted, model } = setup();
+    model.apply(withResults());
+    (showDialog as jest.Mock).mockResolvedValue({
+      button: { accept: true, actions: ['delete'] }
+    });
+    await commands.execute(CommandIDs.moveTensorsToCpu, { name: 'results' });
+    expect(showDialog).toHaveBeenCalledTimes(1);
+    expect(inserted.map(c => c.tags)).toEqual([
+      ['gpu-hygiene-delete-variable']
+    ]);
+    expect(inserted[0].source).toContain(
+      'def _gpu_hygiene_delete_variable(name="results"):'
+    );
+  });
+
+  it('Delete Variable… asks; cancel inserts nothing', async () => {
+    const { commands, inserted, model } = setup();
+    model.apply(withResults());
+    (showDialog as jest.Mock).mockResolvedValue({
+      button: { accept: false, actions: [] }
+    });
+    expect(
+      await commands.execute(CommandIDs.deleteVariable, { name: 'results' })
+    ).toBe(false);
+    expect((showDialog as jest.Mock).mock.calls[0][0].title).toBe(
+      'Delete the variable results?'
+    );
+    expect(inserted).toEqual([]);
+  });
+
+  it('is not offered for a name that is no variable root or not an identifier', async () => {
+    const { commands, model } = setup();
+    model.apply(withResults());
+    for (const name of ['nothing', 'x; import os']) {
+      expect(commands.isEnabled(CommandIDs.moveTensorsToCpu, { name })).toBe(
+        false
+      );
+      expect(
+        await commands.execute(CommandIDs.moveTensorsToCpu, { name })
+      ).toBe(false);
+    }
+    expect(showDialog).not.toHaveBeenCalled();
+  });
+});

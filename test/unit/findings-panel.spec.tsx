@@ -67,6 +67,41 @@ describe('FindingsTable', () => {
     expect(clicked.map(f => f.kind)).toEqual(['traceback-tensors']);
   });
 
+  it('shows shared bytes apart: "+ 12.0 MiB shared with last", and Move to CPU…', () => {
+    const inventory = {
+      ...c01Inventory(),
+      models: [],
+      roots: [
+        {
+          kind: 'variable' as const,
+          name: 'results',
+          bytes: { 'cuda:0': 36 * MiB },
+          sole: { 'cuda:0': 24 * MiB },
+          shared: { 'cuda:0': 12 * MiB },
+          sharedWith: ['last'],
+          models: 0,
+          tensors: 3
+        }
+      ]
+    };
+    const list = findings({ inventory, sample: null, hello: null });
+    const { container } = render(
+      <FindingsTable findings={list} onFix={() => undefined} trans={trans} />
+    );
+    const item = container.querySelector(
+      'li[data-kind="cuda-tensors"]'
+    ) as HTMLElement;
+    expect(item.querySelector('.jp-GpuHygiene-findingBytes')?.textContent).toBe(
+      '24.0 MiB'
+    );
+    expect(
+      item.querySelector('.jp-GpuHygiene-findingShared')?.textContent
+    ).toBe('+ 12.0 MiB shared with last');
+    expect(item.querySelector('[data-action="fix"]')?.textContent).toBe(
+      'Move to CPU…'
+    );
+  });
+
   it('renders nothing without findings', () => {
     const { container } = render(
       <FindingsTable findings={[]} onFix={() => undefined} trans={trans} />

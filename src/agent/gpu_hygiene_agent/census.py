@@ -16,6 +16,7 @@ from .limits import (
     MAX_MODELS,
     MAX_PARTS,
     MAX_ROOTS,
+    MAX_SHARED_WITH,
     MAX_TENSORS,
     UNKNOWN_HOLDER,
 )
@@ -58,12 +59,22 @@ class Loose(NamedTuple):
 class RootTally:
     """Bytes of one root while ``tally_roots`` counts them."""
 
-    __slots__ = ("by_device", "models", "tensors")
+    __slots__ = ("by_device", "holders", "kept", "models", "tensors")
 
     def __init__(self):
         self.by_device = {}  # device -> bytes first attributed to this root
         self.models = set()  # ids of the listed models it reaches
         self.tensors = 0  # storages under no model first attributed to it
+        self.kept = {}  # StorageKey -> nbytes of every storage it keeps (``sharing``)
+        self.holders = set()  # its holder keys (``holder_key``)
+
+
+class Sharing(NamedTuple):
+    """What one root keeps alone and with others (``sharing``)."""
+
+    sole: dict  # device -> bytes no other holder keeps: what deleting it returns
+    shared: dict  # device -> bytes it keeps that at least one other holder keeps too
+    shared_with: list  # names of other roots keeping some of ``shared`` (variables first)
 
 
 class Census(NamedTuple):
@@ -273,7 +284,8 @@ def model_entry(module, order, holder_paths, stats, parts, truncated=False):
 
 def tally_roots(roots, keeps, listed, owner, params, graph_storages):
     """Bytes per root, every storage counted once, in root order: ({(kind, name):
-    RootTally}, attributed storages, {storage: Loose})."""
+    RootTally}, attributed storages, {storage: Loose}, owners: see ``keep``)."""
+    owners = {}
     attributed = set()
     per_root = {}
     loose = {}
@@ -296,17 +308,69 @@ def tally_roots(roots, keeps, listed, owner, params, graph_storages):
                     loose[storage] = Loose(nbytes, kind, name + big.path, big.meta)
         if kind == "variable":
             kept.update(graph_storages.get(name, {}))
+        tally.kept.update(kept)
+        key = holder_key(kind, name, found)
+        tally.holders.add(key)
+        keep(owners, key, name, kept)
         by_device = tally.by_device
         for storage, nbytes in kept.items():
             if storage not in attributed:
                 attributed.add(storage)
                 by_device[storage[0]] = by_device.get(storage[0], 0) + nbytes
-    return per_root, attributed, loose
+    return per_root, attributed, loose, owners
 
 
-def root_rows(per_root, keeps, holders, attributed, truncated):
+def holder_key(kind, name, found):
+    """Who a walked root is for sharing: a variable or a traceback frame by its name; an
+    output-cache entry by the object it names (its ``Reach``: the walk of one object is done
+    once), so that ``Out[7]``, ``_7`` and ``_`` naming one object are one holder (a cell's
+    cache entries, dropped together)."""
+    if kind == "output":
+        return (kind, id(found))
+    return (kind, name)
+
+
+def keep(owners, key, name, kept):
+    """Note in ``owners`` ({StorageKey: {holder key: the first root name of that holder}})
+    that the holder ``key`` (root ``name``) keeps the storages ``kept``."""
+    for storage in kept:
+        holders = owners.get(storage)
+        if holders is None:
+            owners[storage] = {key: name}
+        elif key not in holders:
+            holders[key] = name
+
+
+def sharing(per_root, owners):
+    """{(kind, name): Sharing} from the roots' ``kept`` storages and ``owners`` (``keep``), no
+    new walk; every storage once per root."""
+    out = {}
+    for root, tally in per_root.items():
+        sole = {}
+        shared = {}
+        others = set()
+        for storage, nbytes in tally.kept.items():
+            holders = owners.get(storage, ())
+            if len(holders) > 1:
+                shared[storage[0]] = shared.get(storage[0], 0) + nbytes
+                if len(others) < 2 * MAX_SHARED_WITH:
+                    others.update(n for k, n in holders.items() if k not in tally.holders)
+            else:
+                sole[storage[0]] = sole.get(storage[0], 0) + nbytes
+        with_ = sorted(others, key=lambda n: (n.startswith("_") or n.startswith("Out["), n))
+        out[root] = Sharing(sole, shared, [short(n) for n in with_[:MAX_SHARED_WITH]])
+        tally.kept = {}
+        tally.holders = set()
+    return out
+
+
+def root_rows(per_root, keeps, holders, attributed, truncated, cells=None, owners=None):
     """(roots, cut): the ``roots`` of the message, largest first, at most ``MAX_ROOTS``; the
-    models no root reaches are one ``hidden`` row."""
+    models no root reaches are one ``hidden`` row. ``cells``: {(kind, name): execution
+    counts} of the output roots (``cells`` of their rows); ``owners``: for ``sole`` and
+    ``shared`` (``sharing``)."""
+    cells = cells or {}
+    shares = sharing(per_root, owners or {})
     hidden = {}
     hidden_models = set()
     for key, keep in keeps.items():
@@ -319,22 +383,30 @@ def root_rows(per_root, keeps, holders, attributed, truncated):
                 hidden[storage[0]] = hidden.get(storage[0], 0) + nbytes
     rows = []
     for (kind, name), tally in per_root.items():
-        if tally.by_device or tally.models:
-            rows.append(
-                {
-                    "kind": kind,
-                    "name": short(name),
-                    "bytes": tally.by_device,
-                    "models": len(tally.models),
-                    "tensors": tally.tensors,
-                }
-            )
+        share = shares[(kind, name)]
+        if tally.by_device or tally.models or share.sole or share.shared:
+            row = {
+                "kind": kind,
+                "name": short(name),
+                "bytes": tally.by_device,
+                "sole": share.sole,
+                "shared": share.shared,
+                "sharedWith": share.shared_with,
+                "models": len(tally.models),
+                "tensors": tally.tensors,
+            }
+            if kind == "output":
+                row["cells"] = sorted(cells.get((kind, name), ()))
+            rows.append(row)
     if hidden_models:
         rows.append(
             {
                 "kind": "hidden",
                 "name": UNKNOWN_HOLDER if truncated else HIDDEN_HOLDER,
                 "bytes": hidden,
+                "sole": dict(hidden),
+                "shared": {},
+                "sharedWith": [],
                 "models": len(hidden_models),
                 "tensors": 0,
             }
@@ -369,11 +441,14 @@ def loose_tensors(loose):
     ]
 
 
-def build(roots, truncated, cuda, torch, variables, forest, stats_cache, graphless, on_error):
+def build(
+    roots, truncated, cuda, torch, variables, forest, stats_cache, graphless, on_error, cells=None
+):
     """The ``Census``. ``roots``: [(kind, name, Reach)] in attribution order; ``variables``: the
     user variables [(name, value)]; ``forest``: models.Forest; ``stats_cache``:
     models.StatsCache; ``graphless``: the graph search's memo of the last inventory;
-    ``on_error(exc)``: where a model that cannot be measured is reported."""
+    ``on_error(exc)``: where a model that cannot be measured is reported; ``cells``: the
+    output roots' execution counts ({(kind, name): set})."""
     tops, parent = forest
     owner = owner_finder(parent)
     holders = attribute(roots, owner)
@@ -388,10 +463,10 @@ def build(roots, truncated, cuda, torch, variables, forest, stats_cache, graphle
         graph_storages[graph["name"]] = graph.pop("storages")
     parts = collect_parts(tops, stats, roots, listed, holders.via_of, params, torch)
     model_list, models_cut = model_entries(tops, stats, holders, parts, truncated)
-    per_root, attributed, loose = tally_roots(
+    per_root, attributed, loose, owners = tally_roots(
         roots, parts.keeps, listed, owner, params, graph_storages
     )
-    rows, rows_cut = root_rows(per_root, parts.keeps, holders, attributed, truncated)
+    rows, rows_cut = root_rows(per_root, parts.keeps, holders, attributed, truncated, cells, owners)
     memory = devices.torch_memory() if cuda else None
     return Census(
         model_list,

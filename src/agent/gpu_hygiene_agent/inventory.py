@@ -32,6 +32,7 @@ class RootWalk(NamedTuple):
     truncated: bool  # a walk bound was hit
     forest: object  # the models.Forest the walk expanded models by (None without torch)
     changes: int  # the tracker's ``changes`` when that forest was taken
+    cells: dict  # (kind, name) of an output root -> set of the execution counts it shows
 
 
 class Inventory:
@@ -166,9 +167,10 @@ class Inventory:
         else:
             walker = walk.Walker(None, None, skip)
         found_roots = []
+        cells = {}
         variables = roots.variable_roots(self.shell)
         if torch is not None:
-            self._walk_named(walker, variables, found_roots, optimizer_type)
+            self._walk_named(walker, variables, found_roots, optimizer_type, cells)
         else:
             self.fruitless = {}
         walker.start_phase()
@@ -176,15 +178,19 @@ class Inventory:
         truncated = walker.truncated
         walker.expand_module = None
         walker.parents = {}
-        return RootWalk(found_roots, variables, last_error, truncated, forest, changes)
+        return RootWalk(found_roots, variables, last_error, truncated, forest, changes, cells)
 
-    def _walk_named(self, walker, variables, found_roots, optimizer_type):
-        """Walk the user variables, then the output cache, one phase each."""
+    def _walk_named(self, walker, variables, found_roots, optimizer_type, cells):
+        """Walk the user variables, then the output cache, one phase each; fills ``cells``
+        ({(kind, name): set of execution counts}) for the output roots."""
         fruitless = {}  # (kind, name) -> shallow(value): cut walks that found nothing
         shallow = fingerprint.shallow
+        cell_of = roots.output_cells(self.shell)
         for kind, pairs in (("variable", variables), ("output", roots.output_roots(self.shell))):
             walker.start_phase()
             for name, value in pairs:
+                if kind == "output":
+                    cells.setdefault((kind, name), set()).update(cell_of.get(id(value), ()))
                 # A root whose last walk hit a bound and found nothing, unchanged one level
                 # deep since: not walked again (its figures were a lower bound already).
                 memo = (kind, name)
@@ -219,6 +225,7 @@ class Inventory:
             self.stats,
             self.graphless,
             self.on_error,
+            cells=walked.cells,
         )
         self.graphless = result.graphless
         return result

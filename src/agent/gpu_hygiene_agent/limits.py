@@ -32,6 +32,7 @@ MEASURED_TENSORS = 20000  # tensors measured per inventory (about 3 us each)
 MAX_PARTS = 50  # parts per model
 MAX_GRAPH_HOLDERS = 50
 MAX_ROOTS = 200  # roots reported per inventory, largest first
+MAX_SHARED_WITH = 8  # names in a root's sharedWith
 GRAPH_ITEMS = 10000  # container items looked at per graph holder
 GRAPH_ITEMS_TOTAL = 50000  # container items looked at for graph holders per inventory
 GRAPH_NODES = 20000  # autograd nodes visited per inventory

@@ -28,16 +28,49 @@ def output_cache(shell):
 
 def is_output_name(shell, name, value):
     """Whether ``name`` is an output-cache name holding ``value``: ``_``, ``__``, ``___``, or
-    ``_<n>`` while it is still ``Out[n]`` (a user's own ``_7 = ...`` is a variable)."""
+    ``_<n>`` while it is still ``Out[n]`` or IPython's own copy (``user_ns_hidden[name]`` is
+    ``value``: left behind by ``del Out[n]``, a culled cache or ``%reset -f out`` on some
+    IPython versions); a user's own ``_7 = ...`` is a variable."""
     if not OUTPUT_NAME.match(name):
         return False
     if name in ("_", "__", "___"):
+        return True
+    if shell.user_ns_hidden.get(name, MISSING) is value:
         return True
     cache = output_cache(shell)
     try:
         return cache.get(int(name[1:]), MISSING) is value
     except Exception:
         return False
+
+
+def output_caches(shell):
+    """The distinct output-cache dicts: ``Out``, ``_oh`` and the history manager's
+    ``output_hist`` (usually one dict under three names)."""
+    ns = shell.user_ns
+    caches = []
+    for cache in (
+        ns.get("Out"),
+        ns.get("_oh"),
+        getattr(getattr(shell, "history_manager", None), "output_hist", None),
+    ):
+        if type(cache) is dict and all(cache is not c for c in caches):
+            caches.append(cache)
+    return caches
+
+
+def output_cells(shell):
+    """{id(value): sorted execution counts (int) whose ``Out`` entry is that very object}."""
+    cells = {}
+    for cache in output_caches(shell):
+        for key, value in list(cache.items()):
+            if type(key) is int and type(value) not in LEAF_TYPES:
+                found = cells.setdefault(id(value), [])
+                if key not in found:
+                    found.append(key)
+    for found in cells.values():
+        found.sort()
+    return cells
 
 
 def variable_roots(shell):
@@ -62,7 +95,8 @@ def variable_roots(shell):
 
 def output_roots(shell):
     """Output cache: (holder name, value): ``Out[n]``, ``_n``, ``_``, ``__``, ``___`` (user_ns,
-    user_ns_hidden, the display hook's own slots) and the last result."""
+    user_ns_hidden, the display hook's own slots) and the last result (named ``_``). Which
+    cells a value is the output of: ``output_cells``."""
     out = []
     ns = shell.user_ns
     hidden = shell.user_ns_hidden
@@ -76,15 +110,7 @@ def output_roots(shell):
         value = vars_of(displayhook).get(slot) if displayhook is not None else None
         if value is not None and type(value) not in LEAF_TYPES:
             out.append((slot, value))
-    caches = []
-    for cache in (
-        ns.get("Out"),
-        ns.get("_oh"),
-        getattr(getattr(shell, "history_manager", None), "output_hist", None),
-    ):
-        if type(cache) is dict and all(cache is not c for c in caches):
-            caches.append(cache)
-    for cache in caches:
+    for cache in output_caches(shell):
         for key, value in list(cache.items()):
             if type(value) not in LEAF_TYPES:
                 out.append((f"Out[{key}]", value))

@@ -119,6 +119,7 @@ export interface IFixCommand {
  * - `clean` → Clean GPU, or the per-model "free" with `plan.modelId`;
  * - `delete` → "Delete…" of the model with the variables to delete (it asks);
  * - `detach` → "Fix…" of the graph holder (it asks);
+ * - `tensors` → "Move to CPU…" of the variable (it asks, and offers Delete);
  * - `restart` → Restart kernel (JupyterLab's confirmation);
  * - `drop-workers` → "Drop…" of the DataLoader workers (it asks).
  */
@@ -144,6 +145,11 @@ export function fixCommand(
         id: CommandIDs.fixGraphHolder,
         args: { kernelId, name: fix.name }
       };
+    case 'tensors':
+      return {
+        id: CommandIDs.moveTensorsToCpu,
+        args: { kernelId, name: fix.name }
+      };
     case 'restart':
       return { id: CommandIDs.restartKernel, args: { kernelId } };
     case 'drop-workers':
@@ -159,8 +165,8 @@ export function fixCommand(
 /**
  * The label of a fix's button, or null for `none` (no button): "Clean GPU"
  * (also for one model: the Clean GPU plan limited to it), "Delete m…",
- * "Fix…", "Restart kernel", "Drop train_loader…". The caption comes from
- * the command.
+ * "Fix…", "Move to CPU…", "Restart kernel", "Drop train_loader…". The caption
+ * comes from the command.
  */
 export function fixLabel(
   fix: FindingFix,
@@ -173,6 +179,8 @@ export function fixLabel(
       return trans.__('Delete %1…', fix.names.join(', '));
     case 'detach':
       return trans.__('Fix…');
+    case 'tensors':
+      return trans.__('Move to CPU…');
     case 'restart':
       return trans.__('Restart kernel');
     case 'drop-workers':

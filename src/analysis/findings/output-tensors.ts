@@ -1,18 +1,27 @@
 /**
- * Output tensors: tensors (no model) that only the output cache keeps — a
+ * Output tensors: tensors (no model) that the output cache keeps — a
  * displayed `torch.ones(...)`, a list of tensors shown as a cell's value.
- * One finding per cell ("the displayed output of cell [N]"; subject: the
- * root names), from the roots
- * `Out[N]` and `_N` that hold bytes and no model. The slots `_`, `__`,
- * `___` do not say which cell they are: what they hold is one finding
- * "the displayed output of a recent cell", the slots as its evidence. Warning
- * when CUDA memory is held, else info. Fix: Clean GPU (its plan drops the
- * output-cache entries whose roots hold CUDA bytes, `planClean`).
+ *
+ * One finding per cell, from the output roots' `cells` (the execution counts
+ * whose `Out` entry is the very object a root names): `Out[7]`, `_7` and
+ * `_` naming the output of cell [7] are one finding "the displayed output of
+ * cell [7]", its evidence those names. Bytes: what dropping that cell's cache
+ * entries returns — the roots' `sole` (the agent counts the names of one
+ * object as one holder), so a tensor a variable also names is shared, never
+ * offered (no finding when nothing is sole). Hidden copies that no `Out`
+ * entry names any more (`cells` empty: `_7` or `__` left behind by
+ * `del Out[7]` or `%reset -f out`) are one finding each, "a hidden copy in
+ * the output cache (`__`)". Warning when CUDA memory is held, else info.
+ * Fix: Clean GPU (its plan drops those cache entries, `planClean`).
+ *
+ * Without `cells`/`sole` (an older agent) the cell is read from the name
+ * (`Out[N]`, `_N`), the slots `_`, `__`, `___` are "a recent cell", and the
+ * bytes are the first-come `bytes`.
  */
 import type { IRootBytes } from '../../protocol';
 import { formatBytes, sumBytes } from '../format';
-import { addBytes, maxCudaBytes } from './models';
-import type { FindingRule, IFinding } from './types';
+import { maxCudaBytes } from './models';
+import type { FindingRule, IFinding, PerDevice } from './types';
 
 const CELL = /^(?:Out\[(\d{1,9})\]|_(\d{1,9}))$/;
 const SLOTS = new Set(['_', '__', '___']);
@@ -23,58 +32,130 @@ export function outputCell(name: string): number | null {
   return match ? Number(match[1] ?? match[2]) : null;
 }
 
+/** Per device, the largest of the figures (the roots of one object keep the same storages). */
+function maxPerDevice(list: ReadonlyArray<PerDevice>): PerDevice {
+  const out: PerDevice = {};
+  for (const bytes of list) {
+    for (const [device, value] of Object.entries(bytes)) {
+      out[device] = Math.max(out[device] ?? 0, value);
+    }
+  }
+  return out;
+}
+
+/** One group of output roots: the cache entries of one cell (or one hidden copy). */
+interface IGroup {
+  /** Execution counts, ascending; empty for a hidden copy. */
+  cells: number[];
+  /** The roots (their names are the evidence). */
+  roots: IRootBytes[];
+}
+
+/** The groups of the output roots that hold tensors and no model. */
+function groups(roots: ReadonlyArray<IRootBytes>): IGroup[] {
+  const byKey = new Map<string, IGroup>();
+  const add = (key: string, cells: number[], root: IRootBytes) => {
+    const group = byKey.get(key) ?? { cells, roots: [] };
+    group.roots.push(root);
+    byKey.set(key, group);
+  };
+  for (const root of roots) {
+    if (root.cells !== undefined) {
+      const cells = [...new Set(root.cells)].sort((a, b) => a - b);
+      if (cells.length) {
+        add(cells.join(','), cells, root);
+      } else {
+        add(`copy:${root.name}`, [], root);
+      }
+      continue;
+    }
+    const cell = outputCell(root.name);
+    if (cell !== null) {
+      add(String(cell), [cell], root);
+    } else if (SLOTS.has(root.name)) {
+      add('_', [], root);
+    }
+  }
+  return [...byKey.values()].sort(
+    (a, b) =>
+      (a.cells[0] ?? Infinity) - (b.cells[0] ?? Infinity) ||
+      a.roots[0].name.localeCompare(b.roots[0].name)
+  );
+}
+
 /** The output-tensors rule. */
 export const outputTensorsRule: FindingRule = ({ inventory }) => {
   const roots = (inventory?.roots ?? []).filter(
-    r => r.kind === 'output' && r.models === 0 && sumBytes(r.bytes) > 0
+    r => r.kind === 'output' && r.models === 0
   );
-  const cells = new Map<number, IRootBytes[]>();
-  const slots: IRootBytes[] = [];
-  for (const root of roots) {
-    const cell = outputCell(root.name);
-    if (cell !== null) {
-      cells.set(cell, [...(cells.get(cell) ?? []), root]);
-    } else if (SLOTS.has(root.name)) {
-      slots.push(root);
+  const found: IFinding[] = [];
+  for (const group of groups(roots)) {
+    const facts = group.roots[0].sole !== undefined;
+    const bytes = facts
+      ? maxPerDevice(group.roots.map(r => r.sole ?? {}))
+      : maxPerDevice(group.roots.map(r => r.bytes));
+    if (sumBytes(bytes) <= 0) {
+      continue; // a variable (or another cell) keeps it all: nothing to free here
     }
-  }
-  const finding = (
-    id: string,
-    cell: number | null,
-    group: IRootBytes[]
-  ): IFinding => {
-    const subject = group.map(r => r.name).join(', ');
-    const bytes: Record<string, number> = {};
-    group.forEach(r => addBytes(bytes, r.bytes));
-    const tensors = group.reduce((n, r) => n + r.tensors, 0);
-    return {
+    const shared = maxPerDevice(group.roots.map(r => r.shared ?? {}));
+    const sharedWith = [
+      ...new Set(group.roots.flatMap(r => r.sharedWith ?? []))
+    ];
+    const names = group.roots.map(r => r.name);
+    const subject = names.join(', ');
+    const tensors = Math.max(...group.roots.map(r => r.tensors));
+    const cells = group.cells.map(c => `[${c}]`).join(', ');
+    const legacySlots = !facts && !group.cells.length;
+    const id = group.cells.length
+      ? `output-tensors:${group.cells.join(',')}`
+      : legacySlots
+        ? 'output-tensors:_'
+        : `output-tensors:copy:${names[0]}`;
+    found.push({
       kind: 'output-tensors',
       id,
       severity: maxCudaBytes(bytes) > 0 ? 'warning' : 'info',
       subject,
       bytes,
+      ...(sumBytes(shared) > 0 ? { sharedBytes: shared, sharedWith } : {}),
       explain: trans => {
-        const what =
-          cell === null
+        const what = group.cells.length
+          ? trans._n(
+              'The displayed output of cell %2 (%3)',
+              'The displayed output of cells %2 (%3)',
+              group.cells.length,
+              cells,
+              subject
+            )
+          : legacySlots
             ? trans.__('The displayed output of a recent cell (%1)', subject)
-            : trans.__('The displayed output of cell [%1] (%2)', cell, subject);
-        return trans._n(
-          '%2 keeps %1 tensor alive (%3) that no variable names. Clean GPU drops it from the output cache.',
-          '%2 keeps %1 tensors alive (%3) that no variable names. Clean GPU drops them from the output cache.',
-          tensors,
-          what,
-          formatBytes(sumBytes(bytes))
-        );
+            : trans.__('A hidden copy in the output cache (%1)', subject);
+        // `tensors` counts what was first attributed here; a copy whose
+        // tensors another name counted first says no number
+        const text = tensors
+          ? trans._n(
+              '%2 keeps %1 tensor alive, %3, that no variable names. Clean GPU drops it from the output cache.',
+              '%2 keeps %1 tensors alive, %3, that no variable names. Clean GPU drops them from the output cache.',
+              tensors,
+              what,
+              formatBytes(sumBytes(bytes))
+            )
+          : trans.__(
+              '%1 keeps tensors alive, %2, that no variable names. Clean GPU drops them from the output cache.',
+              what,
+              formatBytes(sumBytes(bytes))
+            );
+        return sumBytes(shared) > 0
+          ? `${text} ${trans.__(
+              '%1 more is shared with %2 and stays.',
+              formatBytes(sumBytes(shared)),
+              sharedWith.join(', ') || trans.__('another holder')
+            )}`
+          : text;
       },
-      evidence: group.map(r => r.name),
+      evidence: names,
       fix: { kind: 'clean', plan: {} }
-    };
-  };
-  const found = [...cells]
-    .sort(([a], [b]) => a - b)
-    .map(([cell, group]) => finding(`output-tensors:${cell}`, cell, group));
-  if (slots.length) {
-    found.push(finding('output-tensors:_', null, slots));
+    });
   }
   return found;
 };

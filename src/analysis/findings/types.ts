@@ -67,6 +67,9 @@ export type PerDevice = Record<string, number>;
  *   (`CommandIDs.deleteModel`); names are Python identifiers only;
  * - `detach`: ask, then detach the tensors of a graph holder
  *   (`CommandIDs.fixGraphHolder`);
+ * - `tensors`: ask, then move the CUDA tensors of a user variable to the CPU
+ *   or delete the variable (`CommandIDs.moveTensorsToCpu`, whose dialog
+ *   also offers Delete); `name` is a Python identifier;
  * - `restart`: restart the kernel, with JupyterLab's confirmation
  *   (`CommandIDs.restartKernel`); `bytes` is what it returns that nothing
  *   else can (the CUDA context and libraries), per device;
@@ -79,6 +82,7 @@ export type FindingFix =
   | { kind: 'clean'; plan: Pick<IPlanOptions, 'modelId'> }
   | { kind: 'delete'; modelId: string; names: string[] }
   | { kind: 'detach'; name: string }
+  | { kind: 'tensors'; name: string }
   | { kind: 'restart'; bytes: PerDevice }
   | { kind: 'drop-workers'; names: string[]; pids: number[] }
   | { kind: 'none' };
@@ -106,6 +110,8 @@ export interface IFinding {
    * something that stays; absent until the agent reports sharing.
    */
   sharedBytes?: PerDevice;
+  /** Who else keeps `sharedBytes` (root names from the kernel), when known. */
+  sharedWith?: string[];
   /** The one-line explanation, built with the view's translations. */
   explain: (trans: TranslationBundle) => string;
   /**

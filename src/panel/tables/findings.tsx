@@ -1,13 +1,20 @@
 /**
  * The findings list at the top of the VRAM panel: every finding of the
  * kernel (`src/analysis/findings/`), largest first, each with its severity,
- * subject, bytes, one-line explanation, evidence and its fix button. Pure:
+ * subject, bytes (and, apart, the bytes it shares with another holder:
+ * "+ 12.0 MiB shared with last"), one-line explanation, evidence and its fix
+ * button. Pure:
  * renders its props and reports clicks through a callback.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
 import { fixLabel, IFinding } from '../../analysis/findings';
-import { formatBytes, formatPlacement, sumBytes } from '../../analysis/format';
+import {
+  formatBytes,
+  formatPlacement,
+  listNames,
+  sumBytes
+} from '../../analysis/format';
 
 /**
  * One `li[data-finding]` per finding (`data-kind`, `data-severity`), with the
@@ -61,6 +68,23 @@ export function FindingsTable(props: {
               >
                 {formatBytes(sumBytes(finding.bytes))}
               </span>
+              {finding.sharedBytes && sumBytes(finding.sharedBytes) > 0 && (
+                <span
+                  className="jp-GpuHygiene-findingShared jp-GpuHygiene-nowrap"
+                  title={formatPlacement(finding.sharedBytes)}
+                >
+                  {finding.sharedWith?.length
+                    ? trans.__(
+                        '+ %1 shared with %2',
+                        formatBytes(sumBytes(finding.sharedBytes)),
+                        listNames(finding.sharedWith, 2)
+                      )
+                    : trans.__(
+                        '+ %1 shared',
+                        formatBytes(sumBytes(finding.sharedBytes))
+                      )}
+                </span>
+              )}
               {label !== null ? (
                 <button
                   className="jp-GpuHygiene-action"

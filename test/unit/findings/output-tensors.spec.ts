@@ -19,7 +19,7 @@ const root = (
 });
 
 describe('output-tensors', () => {
-  it('names the cell from Out[N] / _N; _, __, ___ are evidence of a recent cell', () => {
+  it('an older agent (no cells): the cell from Out[N] / _N; _, __, ___ are a recent cell', () => {
     const inventory = {
       ...inventoryOf([]),
       roots: [
@@ -34,16 +34,17 @@ describe('output-tensors', () => {
       ['output-tensors:4', '_4, Out[4]', ['_4', 'Out[4]']],
       ['output-tensors:_', '_, __', ['_', '__']]
     ]);
+    // without `sole` the names of one object keep the same bytes: the largest
     expect(list[0]).toMatchObject({
       severity: 'warning',
-      bytes: { 'cuda:0': 65 * MiB },
+      bytes: { 'cuda:0': 64 * MiB },
       fix: { kind: 'clean', plan: {} }
     });
     expect(list[0].explain(trans)).toBe(
-      'The displayed output of cell [4] (_4, Out[4]) keeps 2 tensors alive (65.0 MiB) that no variable names. Clean GPU drops them from the output cache.'
+      'The displayed output of cell [4] (_4, Out[4]) keeps 1 tensor alive, 64.0 MiB, that no variable names. Clean GPU drops it from the output cache.'
     );
     expect(list[1].explain(trans)).toContain(
-      'The displayed output of a recent cell (_, __) keeps 3 tensors'
+      'The displayed output of a recent cell (_, __) keeps 2 tensors'
     );
   });
 
@@ -61,5 +62,140 @@ describe('output-tensors', () => {
     expect(outputCell('_3')).toBe(3);
     expect(outputCell('_')).toBeNull();
     expect(outputCell('__')).toBeNull();
+  });
+
+  /** An output root as the agent reports it with `cells`, `sole` and `shared`. */
+  const out = (
+    name: string,
+    cells: number[],
+    sole: Record<string, number>,
+    extra: Partial<IRootBytes> = {}
+  ): IRootBytes => ({
+    kind: 'output',
+    name,
+    bytes: {},
+    sole,
+    shared: {},
+    sharedWith: [],
+    cells,
+    models: 0,
+    tensors: 0,
+    ...extra
+  });
+
+  it('one finding per cell from `cells`: _ is cell [7], bytes are the sole bytes once', () => {
+    const sole = { 'cuda:0': 64 * MiB };
+    const inventory = {
+      ...inventoryOf([]),
+      roots: [
+        out('_', [7], sole, { bytes: sole, tensors: 2 }),
+        out('_7', [7], sole),
+        out('Out[7]', [7], sole)
+      ]
+    };
+    const [finding, ...rest] = outputTensorsRule(facts(inventory));
+    expect(rest).toEqual([]);
+    expect(finding).toMatchObject({
+      id: 'output-tensors:7',
+      severity: 'warning',
+      subject: '_, _7, Out[7]',
+      bytes: { 'cuda:0': 64 * MiB },
+      evidence: ['_', '_7', 'Out[7]'],
+      fix: { kind: 'clean', plan: {} }
+    });
+    expect(finding.sharedBytes).toBeUndefined();
+    expect(finding.explain(trans)).toBe(
+      'The displayed output of cell [7] (_, _7, Out[7]) keeps 2 tensors alive, 64.0 MiB, that no variable names. Clean GPU drops them from the output cache.'
+    );
+  });
+
+  it('a tensor a variable also names and displays is no finding (no 0 B fix)', () => {
+    const shared = { 'cuda:0': 16 * MiB };
+    const inventory = {
+      ...inventoryOf([]),
+      roots: [
+        {
+          kind: 'variable' as const,
+          name: 'x',
+          bytes: shared,
+          sole: {},
+          shared,
+          sharedWith: ['_'],
+          models: 0,
+          tensors: 1
+        },
+        out('_', [4], {}, { shared, sharedWith: ['x'] }),
+        out('_4', [4], {}, { shared, sharedWith: ['x'] }),
+        out('Out[4]', [4], {}, { shared, sharedWith: ['x'] })
+      ]
+    };
+    expect(outputTensorsRule(facts(inventory))).toEqual([]);
+  });
+
+  it('shared storage is shown as shared, not given to the cell', () => {
+    const inventory = {
+      ...inventoryOf([]),
+      roots: [
+        out(
+          'Out[3]',
+          [3],
+          { 'cuda:0': 8 * MiB },
+          {
+            shared: { 'cuda:0': 4 * MiB },
+            sharedWith: ['last'],
+            tensors: 3
+          }
+        )
+      ]
+    };
+    const [finding] = outputTensorsRule(facts(inventory));
+    expect(finding.bytes).toEqual({ 'cuda:0': 8 * MiB });
+    expect(finding.sharedBytes).toEqual({ 'cuda:0': 4 * MiB });
+    expect(finding.sharedWith).toEqual(['last']);
+    expect(finding.explain(trans)).toContain(
+      '4.0 MiB more is shared with last and stays.'
+    );
+  });
+
+  it('hidden copies no Out entry names (del Out[N], %reset -f out) are one finding each', () => {
+    const inventory = {
+      ...inventoryOf([]),
+      roots: [
+        out(
+          '__',
+          [],
+          { 'cuda:0': 32 * MiB },
+          { bytes: { 'cuda:0': 32 * MiB }, tensors: 1 }
+        ),
+        out('_2', [], { 'cuda:0': 4 * MiB }),
+        out('Out[5]', [5], { cpu: MiB }, { bytes: { cpu: MiB }, tensors: 1 })
+      ]
+    };
+    const list = outputTensorsRule(facts(inventory));
+    expect(list.map(f => [f.id, f.severity, f.subject])).toEqual([
+      ['output-tensors:5', 'info', 'Out[5]'],
+      ['output-tensors:copy:__', 'warning', '__'],
+      ['output-tensors:copy:_2', 'warning', '_2']
+    ]);
+    expect(list[1].explain(trans)).toBe(
+      'A hidden copy in the output cache (__) keeps 1 tensor alive, 32.0 MiB, that no variable names. Clean GPU drops it from the output cache.'
+    );
+    expect(list[2].explain(trans)).toBe(
+      'A hidden copy in the output cache (_2) keeps tensors alive, 4.0 MiB, that no variable names. Clean GPU drops them from the output cache.'
+    );
+  });
+
+  it('one object shown by two cells (cell [8] was `_`) is one finding for both', () => {
+    const sole = { 'cuda:0': 2 * MiB };
+    const inventory = {
+      ...inventoryOf([]),
+      roots: [out('Out[7]', [7, 8], sole), out('Out[8]', [7, 8], sole)]
+    };
+    const [finding] = outputTensorsRule(facts(inventory));
+    expect(finding.id).toBe('output-tensors:7,8');
+    expect(finding.bytes).toEqual(sole);
+    expect(finding.explain(trans)).toContain(
+      'The displayed output of cells [7], [8] (Out[7], Out[8])'
+    );
   });
 });
