@@ -1,0 +1,71 @@
+/**
+ * The inventories a real kernel sent after a finished Ultralytics training
+ * (`test/fixtures/inventory_after_training.json`, written and kept current
+ * by `test/agent/test_trained_model.py`) through the browser's one notion of
+ * model, the stacking rule and every finding rule: the trainer's copies
+ * (`trainer.model`, `trainer.ema.ema`, the predictor's backend) are parts,
+ * never a second model, whatever else names or touches them.
+ */
+import { findings, userModels } from '../../../src/analysis/findings';
+import { findStackedModels } from '../../../src/analysis/stacking';
+import type { IInventory } from '../../../src/protocol';
+import steps from '../../fixtures/inventory_after_training.json';
+import { c01Inventory } from '../fixtures';
+import { facts, trans } from './helpers';
+
+type Step = Partial<IInventory> & { step: string };
+
+function inventoryAt(step: string): IInventory {
+  const found = (steps as unknown as Step[]).find(s => s.step === step);
+  if (!found) {
+    throw new Error(`no step ${step} in the fixture`);
+  }
+  const { step: _step, ...facts } = found;
+  return { ...c01Inventory(), ...facts } as IInventory;
+}
+
+const ONE_MODEL = [
+  'trained, result displayed',
+  'trained again, results named',
+  'predicted',
+  'a name on the EMA copy',
+  'a list of the layers',
+  'a loop over the layers',
+  'a name on the trainer'
+];
+
+describe('after a finished Ultralytics training (real inventories)', () => {
+  it.each(ONE_MODEL)('%s: one model, no stack', step => {
+    const inventory = inventoryAt(step);
+    const models = userModels(inventory);
+    expect(models.map(m => m.className)).toEqual(['YOLO']);
+    expect(findStackedModels(inventory)).toEqual([]);
+    const kinds = findings(facts(inventory)).map(f => f.kind);
+    expect(kinds).not.toContain('named-older-model');
+    expect(kinds).not.toContain('stale-model');
+  });
+
+  it.each(ONE_MODEL)('%s: the trainer is an owner finding', step => {
+    const owner = findings(facts(inventoryAt(step))).filter(
+      f => f.kind === 'owner-object'
+    );
+    expect(owner).toHaveLength(1);
+    expect(owner[0].explain(trans)).toContain('trainer');
+  });
+
+  it('a second YOLO while the trained one is named: one stack of two', () => {
+    const inventory = inventoryAt('a second YOLO');
+    const [group] = findStackedModels(inventory);
+    expect(findStackedModels(inventory)).toHaveLength(1);
+    expect(group.older.map(m => m.holders.map(h => h.path))).toEqual([
+      ['model']
+    ]);
+    expect(group.newest.holders.map(h => h.path)).toEqual(['other']);
+    const named = findings(facts(inventory)).filter(
+      f => f.kind === 'named-older-model'
+    );
+    expect(named.map(f => f.explain(trans))).toEqual([
+      expect.stringMatching(/^model still holds YOLO \(yolov8n\.yaml\), /)
+    ]);
+  });
+});
