@@ -25,6 +25,12 @@ export namespace CommandIDs {
    * container and whose name is a Python identifier.
    */
   export const fixGraphHolder = 'gpu-hygiene:fix-graph-holder';
+  /**
+   * Ask, then insert (and run) a cell that drops the finished Ultralytics
+   * trainer of one YOLO and keeps the model (args: `modelId`, `name`, the
+   * variable naming the YOLO, and `kernelId`).
+   */
+  export const dropTrainer = 'gpu-hygiene:drop-trainer';
 }
 
 /** What the clean command does with the generated cell. */

@@ -9,10 +9,15 @@ change."""
 
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from checks import make_dataset
+from conftest import DEVICES, ROOT
+
+MiB = 2**20
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -86,3 +91,109 @@ def test_inventory_after_a_finished_training_is_the_committed_fixture(new_kernel
     assert [s["step"] for s in steps] == [s["step"] for s in committed]
     for fresh, old in zip(steps, committed):
         assert fresh == old, fresh["step"]
+
+
+# --------------------------------------------------------------------------------------------
+# "Drop the finished trainer, keep the model" (src/analysis/trainer.ts), on both devices
+
+
+_DROP = (
+    "const t = require(process.argv[1]);"
+    "const {name, parts, bytes} = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+    "process.stdout.write(t.generateDropTrainerCell({name, holds: t.holdingLabels(parts), bytes}));"
+)
+
+
+@pytest.fixture(scope="module")
+def drop_trainer_cell():
+    """``generate(name, parts, bytes) -> str``: the browser's ``generateDropTrainerCell`` with
+    ``holdingLabels(parts)``, as the drop-trainer command calls them (compiled with the
+    project's tsc, run through node: no Python copy of the generator)."""
+    out = ROOT / ".make" / "pytest-ts-trainer"
+    shutil.rmtree(out, ignore_errors=True)
+    subprocess.run(
+        [
+            str(ROOT / "node_modules" / ".bin" / "tsc"),
+            *("--outDir", str(out), "--rootDir", "src", "--module", "commonjs"),
+            *("--target", "es2018", "--moduleResolution", "node", "--esModuleInterop"),
+            "--skipLibCheck",
+            "src/analysis/trainer.ts",
+        ],
+        cwd=ROOT,
+        check=True,
+    )
+    module = out / "analysis" / "trainer.js"
+
+    def generate(name, parts, nbytes):
+        done = subprocess.run(
+            ["node", "-e", _DROP, str(module)],
+            input=json.dumps({"name": name, "parts": parts, "bytes": nbytes}),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout
+
+    return generate
+
+
+def total(by_device):
+    return sum(by_device.values())
+
+
+def trainer_parts(model):
+    return [p for p in model["parts"] if p["path"].startswith("trainer.")]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_drop_the_finished_trainer_keeps_the_model(device, new_kernel, tmp_path, drop_trainer_cell):
+    cuda = device == "cuda"
+    dev = "cuda:0" if cuda else "cpu"
+    env = {"YOLO_OFFLINE": "true", **({} if cuda else {"CUDA_VISIBLE_DEVICES": ""})}
+    data = make_dataset(tmp_path / "data", n_train=4, n_val=2, size=64)
+    kernel = new_kernel(env=env)
+    kernel.inject({"sampleIntervalMs": 1000})
+    comm = kernel.open_comm(1000)
+
+    def cell(code):
+        n = len(comm.messages("inventory"))
+        result = kernel.run(code, timeout=200)
+        assert result.error is None, result.error
+        return comm.wait_for("inventory", n + 1, timeout=60)[n]
+
+    def allocated():
+        if not cuda:
+            return None
+        return kernel.evaluate(a="__import__('torch').cuda.memory_allocated()")["a"]
+
+    cell("from ultralytics import YOLO\nimport numpy as np\nmodel = YOLO('yolov8n.yaml')")
+    train = train_code(data, tmp_path / "runs").replace("device='cpu'", f"device={dev!r}")
+    cell("results = " + train)
+    inventory = cell(
+        "img = (np.random.default_rng(0).random((64, 64, 3)) * 255).astype('uint8')\n"
+        "pred = model.predict(img, verbose=False)"
+    )
+    (model,) = [m for m in inventory["models"] if m["holders"][0]["kind"] != "hidden"]
+    held = trainer_parts(model)
+    assert {p["path"] for p in held} >= {"trainer.model", "trainer.ema.ema", "trainer.optimizer"}
+    freed = sum(p["bytes"].get(dev, 0) for p in held)
+    assert freed > 40 * MiB  # two copies of yolov8n (~12 MiB each) and AdamW's two moments
+    (root,) = [r for r in inventory["roots"] if r["name"] == "model"]
+    before, alloc_before = root["bytes"][dev], allocated()
+
+    code = drop_trainer_cell("model", held, sum(total(p["bytes"]) for p in held))
+    lines = code.splitlines()
+    assert lines[0] == "# gpu-hygiene: drop_trainer" and len(lines) <= 25
+    assert all(len(line) <= 79 for line in lines if line.lstrip().startswith("#"))
+    inventory = cell(code)
+    (after,) = inventory["models"]  # the trainer's cycles are collected: nothing hidden
+    assert after["id"] == model["id"] and trainer_parts(after) == []
+    (root,) = [r for r in inventory["roots"] if r["name"] == "model"]
+    assert abs((before - root["bytes"][dev]) - freed) < MiB
+    if cuda:
+        assert abs((alloc_before - allocated()) - freed) < MiB
+    assert kernel.evaluate(t="model.trainer")["t"] is None
+    cell("pred = model.predict(img, verbose=False)\nassert len(pred) == 1")
+    assert "_gpu_hygiene_drop_trainer" not in kernel.evaluate(n="sorted(dir())")["n"]
+    inventory = cell(code)  # safe to re-run
+    assert [m["id"] for m in inventory["models"]] == [model["id"]]

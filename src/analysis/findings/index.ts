@@ -115,6 +115,7 @@ export interface IFixCommand {
  * - `clean` → Clean GPU, or the per-model "free" with `plan.modelId`;
  * - `delete` → "Delete…" of the model with the variables to delete (it asks);
  * - `detach` → "Fix…" of the graph holder (it asks);
+ * - `drop-trainer` → "Drop the finished trainer, keep the model" (it asks);
  * - `restart` → Restart kernel (JupyterLab's confirmation).
  */
 export function fixCommand(
@@ -139,6 +140,11 @@ export function fixCommand(
         id: CommandIDs.fixGraphHolder,
         args: { kernelId, name: fix.name }
       };
+    case 'drop-trainer':
+      return {
+        id: CommandIDs.dropTrainer,
+        args: { kernelId, modelId: fix.modelId, name: fix.name }
+      };
     case 'restart':
       return { id: CommandIDs.restartKernel, args: { kernelId } };
     case 'none':
@@ -149,7 +155,8 @@ export function fixCommand(
 /**
  * The label of a fix's button, or null for `none` (no button): "Clean GPU"
  * (also for one model: the Clean GPU plan limited to it), "Delete m…",
- * "Fix…", "Restart kernel". The caption comes from the command.
+ * "Fix…", "Drop the finished trainer, keep the model", "Restart kernel".
+ * The caption comes from the command.
  */
 export function fixLabel(
   fix: FindingFix,
@@ -162,6 +169,8 @@ export function fixLabel(
       return trans.__('Delete %1…', fix.names.join(', '));
     case 'detach':
       return trans.__('Fix…');
+    case 'drop-trainer':
+      return trans.__('Drop the finished trainer, keep the model');
     case 'restart':
       return trans.__('Restart kernel');
     case 'none':

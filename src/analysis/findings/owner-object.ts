@@ -1,18 +1,31 @@
 /**
  * Owner object: a model with optimizer state or model copies hanging off
  * its attributes (`trainer.ema.ema`, `trainer.optimizer`, `trainer.model`:
- * an Ultralytics YOLO after `train()`, a hand-written trainer). Evidence:
- * each part's path and bytes. Warning when the parts hold at least
+ * an Ultralytics YOLO after `train()`, a hand-written trainer). One finding
+ * per owner: its path, what it holds with bytes ("a model copy (11.5 MiB),
+ * an EMA copy (11.5 MiB), AdamW state (23.0 MiB)"), evidence (each part's
+ * path and bytes) and the fix. Warning when the parts hold at least
  * {@link OWNER_WARN_BYTES} on one CUDA device, else info.
  *
- * Fix: "Delete <var>…" only where one user variable holds the model through
- * an attribute path (`trainer.model` → `trainer`; not a list such as
- * `runs[0].model`, which may hold more) and no other variable reaches it, so
- * that deleting it frees the model and its parts (bytes: both); else no
- * button (bytes: the parts, what dropping the owner would return).
+ * Fix, first that applies:
+ * - an Ultralytics `YOLO` that a user variable names itself, with parts
+ *   under `trainer.` (what `model.train()` leaves): "Drop the finished
+ *   trainer, keep the model" (`drop-trainer`; bytes: the trainer's parts);
+ * - "Delete <var>…" where one user variable holds the model through an
+ *   attribute path (`trainer.model` → `trainer`; not a list such as
+ *   `runs[0].model`, which may hold more) and no other variable reaches it,
+ *   so that deleting it frees the model and its parts (bytes: both);
+ * - else no button (bytes: the parts, what dropping the owner would return).
+ *
+ * Parts are parts: a copy that a user variable also names (`ema =
+ * model.trainer.ema.ema`) is a holder of that part, never a second model
+ * (`userModels`).
  */
+import type { TranslationBundle } from '@jupyterlab/translation';
+import type { IModelInfo, IPart } from '../../protocol';
 import { formatBytes, formatPlacement, sumBytes } from '../format';
 import { isPythonIdentifier } from '../cleanup';
+import { deletableNames } from '../holders';
 import {
   addBytes,
   maxCudaBytes,
@@ -25,6 +38,50 @@ import type { FindingFix, FindingRule, IFinding } from './types';
 /** Parts on one CUDA device from which an owner object is a warning (64 MiB). */
 export const OWNER_WARN_BYTES = 64 * 2 ** 20;
 
+/** Whether a part is an EMA copy: a model part whose path has an `ema` step. */
+function isEma(part: IPart): boolean {
+  return part.kind === 'model' && /(^|\.)ema(\.|$)/.test(part.path);
+}
+
+/**
+ * What the parts are, with bytes, for the explanation: "a model copy
+ * (11.5 MiB), an EMA copy (11.5 MiB), AdamW state (23.0 MiB)".
+ */
+export function describeHoldings(
+  parts: ReadonlyArray<IPart>,
+  trans: TranslationBundle
+): string {
+  return parts
+    .map(p => {
+      const bytes = formatBytes(sumBytes(p.bytes));
+      if (p.kind === 'optimizer') {
+        return trans.__('%1 state (%2)', p.className, bytes);
+      }
+      if (p.kind === 'model') {
+        return isEma(p)
+          ? trans.__('an EMA copy (%1)', bytes)
+          : trans.__('a model copy (%1)', bytes);
+      }
+      return trans.__('tensors (%1)', bytes);
+    })
+    .join(', ');
+}
+
+/**
+ * The variable for "Drop the finished trainer, keep the model", or null: an
+ * Ultralytics `YOLO` wrapper named by a user variable itself, with parts
+ * under `trainer.` (the state `model.train()` leaves on the wrapper).
+ */
+export function finishedTrainerOwner(model: IModelInfo): string | null {
+  const trainer = (model.parts ?? []).some(
+    p => p.path.startsWith('trainer.') && p.kind !== 'tensor'
+  );
+  if (model.family !== 'ultralytics' || model.className !== 'YOLO') {
+    return null;
+  }
+  return trainer ? (deletableNames(model)[0] ?? null) : null;
+}
+
 /** The owner-object rule: one finding per model with optimizer state or model copies. */
 export const ownerObjectRule: FindingRule = ({ inventory }) =>
   userModels(inventory).flatMap((model): IFinding[] => {
@@ -36,6 +93,36 @@ export const ownerObjectRule: FindingRule = ({ inventory }) =>
       return [];
     }
     const all = model.parts ?? [];
+    const name = modelName(model);
+    const dropper = finishedTrainerOwner(model);
+    if (dropper !== null) {
+      const held = all.filter(p => p.path.startsWith('trainer.'));
+      const bytes: Record<string, number> = {};
+      held.forEach(p => addBytes(bytes, p.bytes));
+      return [
+        {
+          kind: 'owner-object',
+          id: `owner-object:${model.id}`,
+          severity:
+            maxCudaBytes(bytes) >= OWNER_WARN_BYTES ? 'warning' : 'info',
+          subject: `${dropper}.trainer`,
+          bytes,
+          explain: trans =>
+            trans.__(
+              '%1.trainer still holds a finished training: %2. Dropping the trainer frees %3 and keeps %1 (%4) working.',
+              dropper,
+              describeHoldings(held, trans),
+              formatBytes(sumBytes(bytes)),
+              name
+            ),
+          evidence: held.map(
+            p =>
+              `${dropper}.${p.path} (${p.className}): ${formatPlacement(p.bytes)}`
+          ),
+          fix: { kind: 'drop-trainer', modelId: model.id, name: dropper }
+        }
+      ];
+    }
     const partBytes: Record<string, number> = {};
     all.forEach(p => addBytes(partBytes, p.bytes));
     const variables = model.holders.filter(h => h.kind === 'variable');
@@ -56,7 +143,6 @@ export const ownerObjectRule: FindingRule = ({ inventory }) =>
     const where = variables[0]?.path ?? modelName(model);
     const owners = [...new Set(all.map(p => p.path.split(/[.[]/)[0]))];
     const subject = owners.map(o => `${where}.${o}`).join(', ');
-    const name = modelName(model);
     return [
       {
         kind: 'owner-object',
@@ -68,15 +154,16 @@ export const ownerObjectRule: FindingRule = ({ inventory }) =>
         explain: trans =>
           owner !== null
             ? trans.__(
-                '%1 holds %2 together with optimizer state or model copies (%3): deleting %1 frees them all, %4.',
+                '%1 holds %2 together with %3: deleting %1 frees them all, %4.',
                 owner,
                 name,
-                formatBytes(sumBytes(partBytes)),
+                describeHoldings(all, trans),
                 formatBytes(sumBytes(bytes))
               )
             : trans.__(
-                '%1 keeps optimizer state or model copies next to %2: %3.',
+                '%1 keeps %2 next to %3: %4.',
                 subject,
+                describeHoldings(all, trans),
                 name,
                 formatBytes(sumBytes(partBytes))
               ),

@@ -61,6 +61,9 @@ export type PerDevice = Record<string, number>;
  *   (`CommandIDs.deleteModel`); names are Python identifiers only;
  * - `detach`: ask, then detach the tensors of a graph holder
  *   (`CommandIDs.fixGraphHolder`);
+ * - `drop-trainer`: ask, then drop the finished Ultralytics trainer of the
+ *   YOLO that the user variable `name` names, keeping the model
+ *   (`CommandIDs.dropTrainer`); `name` is a Python identifier;
  * - `restart`: restart the kernel, with JupyterLab's confirmation
  *   (`CommandIDs.restartKernel`); `bytes` is what it returns that nothing
  *   else can (the CUDA context and libraries), per device;
@@ -70,6 +73,7 @@ export type FindingFix =
   | { kind: 'clean'; plan: Pick<IPlanOptions, 'modelId'> }
   | { kind: 'delete'; modelId: string; names: string[] }
   | { kind: 'detach'; name: string }
+  | { kind: 'drop-trainer'; modelId: string; name: string }
   | { kind: 'restart'; bytes: PerDevice }
   | { kind: 'none' };
 

@@ -20,8 +20,9 @@ function inventoryAt(step: string): IInventory {
   if (!found) {
     throw new Error(`no step ${step} in the fixture`);
   }
-  const { step: _step, ...facts } = found;
-  return { ...c01Inventory(), ...facts } as IInventory;
+  const inventory: Partial<IInventory> & { step?: string } = { ...found };
+  delete inventory.step;
+  return { ...c01Inventory(), ...inventory } as IInventory;
 }
 
 const ONE_MODEL = [
@@ -50,7 +51,11 @@ describe('after a finished Ultralytics training (real inventories)', () => {
       f => f.kind === 'owner-object'
     );
     expect(owner).toHaveLength(1);
-    expect(owner[0].explain(trans)).toContain('trainer');
+    expect(owner[0].subject).toBe('model.trainer');
+    expect(owner[0].fix).toMatchObject({ kind: 'drop-trainer', name: 'model' });
+    expect(owner[0].explain(trans)).toMatch(
+      /^model\.trainer still holds a finished training: .*AdamW state/
+    );
   });
 
   it('a second YOLO while the trained one is named: one stack of two', () => {
