@@ -9,8 +9,9 @@
  *
  * Fix, first that applies:
  * - an Ultralytics `YOLO` that a user variable names itself, with parts
- *   under `trainer.` (what `model.train()` leaves): "Drop the finished
- *   trainer, keep the model" (`drop-trainer`; bytes: the trainer's parts);
+ *   under `trainer.` (what `model.train()` leaves) that no other variable
+ *   names ({@link partNamers}): "Drop the finished trainer, keep the model"
+ *   (`drop-trainer`; bytes: the trainer's parts);
  * - "Delete <var>…" where one user variable holds the model through an
  *   attribute path (`trainer.model` → `trainer`; not a list such as
  *   `runs[0].model`, which may hold more) and no other variable reaches it,
@@ -22,7 +23,7 @@
  * (`userModels`).
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
-import type { IModelInfo, IPart } from '../../protocol';
+import type { IInventory, IModelInfo, IPart } from '../../protocol';
 import { formatBytes, formatPlacement, sumBytes } from '../format';
 import { isPythonIdentifier } from '../cleanup';
 import { deletableNames } from '../holders';
@@ -31,6 +32,7 @@ import {
   maxCudaBytes,
   modelAndParts,
   modelName,
+  reachedThrough,
   userModels
 } from './models';
 import type { FindingFix, FindingRule, IFinding } from './types';
@@ -82,6 +84,27 @@ export function finishedTrainerOwner(model: IModelInfo): string | null {
   return trainer ? (deletableNames(model)[0] ?? null) : null;
 }
 
+/**
+ * User variables other than the model's own holders that also name one of
+ * its parts (`ema = model.trainer.ema.ema`, `trainer = model.trainer`): the
+ * agent lists such a part as a model of its own, reached through `model`.
+ * Dropping `model.trainer` would not free what they name.
+ */
+export function partNamers(
+  model: IModelInfo,
+  inventory: IInventory | null
+): string[] {
+  const own = new Set(
+    model.holders.filter(h => h.kind === 'variable').map(h => h.name)
+  );
+  const names = (inventory?.models ?? [])
+    .filter(m => m !== model && reachedThrough(m, model))
+    .flatMap(m => m.holders)
+    .filter(h => h.kind === 'variable' && !own.has(h.name))
+    .map(h => h.name);
+  return [...new Set(names)];
+}
+
 /** The owner-object rule: one finding per model with optimizer state or model copies. */
 export const ownerObjectRule: FindingRule = ({ inventory }) =>
   userModels(inventory).flatMap((model): IFinding[] => {
@@ -96,6 +119,8 @@ export const ownerObjectRule: FindingRule = ({ inventory }) =>
     const name = modelName(model);
     const dropper = finishedTrainerOwner(model);
     if (dropper !== null) {
+      // A part that another variable names stays after the drop: no button.
+      const namers = partNamers(model, inventory);
       const held = all.filter(p => p.path.startsWith('trainer.'));
       const bytes: Record<string, number> = {};
       held.forEach(p => addBytes(bytes, p.bytes));
@@ -108,18 +133,27 @@ export const ownerObjectRule: FindingRule = ({ inventory }) =>
           subject: `${dropper}.trainer`,
           bytes,
           explain: trans =>
-            trans.__(
-              '%1.trainer still holds a finished training: %2. Dropping the trainer frees %3 and keeps %1 (%4) working.',
-              dropper,
-              describeHoldings(held, trans),
-              formatBytes(sumBytes(bytes)),
-              name
-            ),
+            namers.length
+              ? trans.__(
+                  '%1.trainer still holds a finished training: %2. %3 also names part of it: delete %3 first, then drop the trainer.',
+                  dropper,
+                  describeHoldings(held, trans),
+                  namers.join(', ')
+                )
+              : trans.__(
+                  '%1.trainer still holds a finished training: %2. Dropping the trainer frees %3 and keeps %1 (%4) working.',
+                  dropper,
+                  describeHoldings(held, trans),
+                  formatBytes(sumBytes(bytes)),
+                  name
+                ),
           evidence: held.map(
             p =>
               `${dropper}.${p.path} (${p.className}): ${formatPlacement(p.bytes)}`
           ),
-          fix: { kind: 'drop-trainer', modelId: model.id, name: dropper }
+          fix: namers.length
+            ? { kind: 'none' }
+            : { kind: 'drop-trainer', modelId: model.id, name: dropper }
         }
       ];
     }

@@ -46,15 +46,53 @@ describe('after a finished Ultralytics training (real inventories)', () => {
     expect(kinds).not.toContain('stale-model');
   });
 
-  it.each(ONE_MODEL)('%s: the trainer is an owner finding', step => {
-    const owner = findings(facts(inventoryAt(step))).filter(
-      f => f.kind === 'owner-object'
+  const owner = (step: string) =>
+    findings(facts(inventoryAt(step))).filter(f => f.kind === 'owner-object');
+
+  it.each(ONE_MODEL.filter(s => !s.startsWith('a name on')))(
+    '%s: the trainer is an owner finding with Drop the finished trainer',
+    step => {
+      const found = owner(step);
+      expect(found).toHaveLength(1);
+      expect(found[0].subject).toBe('model.trainer');
+      expect(found[0].fix).toEqual({
+        kind: 'drop-trainer',
+        modelId: found[0].id.replace('owner-object:', ''),
+        name: 'model'
+      });
+      expect(found[0].explain(trans)).toMatch(
+        /^model\.trainer still holds a finished training: .*AdamW state .*Dropping the trainer frees/
+      );
+    }
+  );
+
+  it.each([
+    ['a name on the EMA copy', 'ema'],
+    ['a name on the trainer', 'trainer']
+  ])('%s: no drop button while %s names a part', (step, name) => {
+    const [found] = owner(step);
+    expect(found.fix).toEqual({ kind: 'none' });
+    expect(found.explain(trans)).toContain(
+      `${name} also names part of it: delete ${name} first, then drop the trainer.`
     );
-    expect(owner).toHaveLength(1);
-    expect(owner[0].subject).toBe('model.trainer');
-    expect(owner[0].fix).toMatchObject({ kind: 'drop-trainer', name: 'model' });
-    expect(owner[0].explain(trans)).toMatch(
-      /^model\.trainer still holds a finished training: .*AdamW state/
+  });
+
+  it("predicted: the drop frees the trainer's parts, not the predictor's copy", () => {
+    const [found] = owner('predicted');
+    const [model] = userModels(inventoryAt('predicted'));
+    const trainer = (model.parts ?? []).filter(p =>
+      p.path.startsWith('trainer.')
+    );
+    expect(trainer.map(p => p.path).sort()).toEqual([
+      'trainer.ema.ema',
+      'trainer.model',
+      'trainer.optimizer'
+    ]);
+    expect(found.bytes).toEqual({
+      cpu: trainer.reduce((sum, p) => sum + p.bytes.cpu, 0)
+    });
+    expect(found.evidence).not.toContainEqual(
+      expect.stringContaining('backend')
     );
   });
 
