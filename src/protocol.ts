@@ -136,6 +136,25 @@ const graphHolder = z.object({
   truncated: z.boolean()
 });
 
+const ownerHolding = z.object({
+  path: shortText,
+  kind: z.enum(['model', 'optimizer', 'tensor']),
+  /** Only for `model`: the listed model's id. */
+  id: z.optional(z.string().check(z.maxLength(64))),
+  className: shortText,
+  /** Only for `model`: its parameter elements. */
+  parameters: z.optional(count),
+  bytes: bytesPerDevice,
+  /** Only for `model`: its gradients' bytes (part of `bytes`). */
+  grads: z.optional(bytesPerDevice)
+});
+
+const ownerObject = z.object({
+  name: shortText,
+  className: shortText,
+  holds: z.array(ownerHolding).check(z.maxLength(1000))
+});
+
 const inventory = z.object({
   ...envelope,
   type: z.literal('inventory'),
@@ -152,7 +171,8 @@ const inventory = z.object({
   roots: z.array(rootBytes).check(z.maxLength(10_000)),
   unattributed: bytesPerDevice,
   tensors: z.array(tensorInfo).check(z.maxLength(1000)),
-  graphs: z.array(graphHolder).check(z.maxLength(1000))
+  graphs: z.array(graphHolder).check(z.maxLength(1000)),
+  owners: z.optional(z.array(ownerObject).check(z.maxLength(1000)))
 });
 
 const beforeAfter = z.object({ before: bytes, after: bytes });
@@ -266,6 +286,15 @@ export type ITensorInfo = z.infer<typeof tensorInfo>;
  * `bytes` per device is an estimate (a lower bound when `truncated`).
  */
 export type IGraphHolder = z.infer<typeof graphHolder>;
+/**
+ * An owner object: a user variable that is a plain object (a trainer)
+ * holding at least one model through its own attributes, with what each
+ * attribute holds (`holds`): models, optimizer state, tensors, bytes per
+ * device, each storage once per owner.
+ */
+export type IOwnerObject = z.infer<typeof ownerObject>;
+/** One attribute of an owner object and what it holds. */
+export type IOwnerHolding = z.infer<typeof ownerHolding>;
 /** What the last exception's traceback keeps alive. */
 export type ILastError = z.infer<typeof lastError>;
 /** `cleaned`: what a clean cell freed. */

@@ -21,10 +21,21 @@ MiB = 2**20
 
 pytestmark = pytest.mark.timeout(400)
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "inventory_after_training.json"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURE = FIXTURES / "inventory_after_training.json"
+HAND_FIXTURE = FIXTURES / "inventory_hand_trainer.json"
 
 # what the fixture keeps of an inventory: the facts the rules read, without times and ids
-KEPT = ("executionCount", "truncated", "models", "roots", "tensors", "graphs", "unattributed")
+KEPT = (
+    "executionCount",
+    "truncated",
+    "models",
+    "roots",
+    "tensors",
+    "graphs",
+    "unattributed",
+    "owners",
+)
 
 
 def train_code(data, runs, name="t"):
@@ -51,6 +62,59 @@ def scenario_cells(data, runs):
     ]
 
 
+HAND_TRAINER = """\
+import copy
+import torch
+
+class Trainer:
+    def __init__(self):
+        torch.manual_seed(0)
+        self.model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.Linear(512, 512))
+        self.ema = copy.deepcopy(self.model)
+        self.opt = torch.optim.AdamW(self.model.parameters())
+        self.model(torch.randn(64, 512)).sum().backward()
+        self.opt.step()
+        self.cache = torch.zeros(1024, 1024)
+
+trainer = Trainer()
+"""
+
+
+def hand_cells():
+    """(step, code): a hand-written trainer, then two models of one class a user named."""
+    net = "torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.Linear(512, 512))"
+    return [
+        ("a hand-written trainer", HAND_TRAINER),
+        ("two nets of one class in a list", f"nets = [{net}, {net}]"),
+        ("two named nets of one class", f"del nets\na = {net}\nb = {net}"),
+    ]
+
+
+def run_steps(kernel, cells):
+    """[(step, inventory)] of the cells run one by one (the inventory sent after each)."""
+    comm = kernel.open_comm(1000)
+    out = []
+    for step, code in cells:
+        n = len(comm.messages("inventory"))
+        result = kernel.run(code, timeout=200)
+        assert result.error is None, (step, result.error)
+        out.append((step, comm.wait_for("inventory", n + 1, timeout=60)[n]))
+    return out
+
+
+def check_fixture(path, inventories):
+    """Compare the normalised inventories with the committed fixture at ``path``
+    (``UPDATE_FIXTURES=1``: write it first)."""
+    steps = normalise(inventories)
+    if os.environ.get("UPDATE_FIXTURES"):
+        path.write_text(json.dumps(steps, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    assert path.exists(), f"run with UPDATE_FIXTURES=1 to write {path}"
+    committed = json.loads(path.read_text(encoding="utf-8"))
+    assert [s["step"] for s in steps] == [s["step"] for s in committed]
+    for fresh, old in zip(steps, committed):
+        assert fresh == old, fresh["step"]
+
+
 def normalise(inventories):
     """The inventories with ids renumbered (``m1``, ``m2``… in order of first appearance) and
     only the ``KEPT`` keys: stable from one run to the next."""
@@ -75,22 +139,31 @@ def test_inventory_after_a_finished_training_is_the_committed_fixture(new_kernel
     data = make_dataset(tmp_path / "data", n_train=4, n_val=2, size=64)
     kernel = new_kernel(env={"YOLO_OFFLINE": "true", "CUDA_VISIBLE_DEVICES": ""})
     kernel.inject({"sampleIntervalMs": 1000})
-    comm = kernel.open_comm(1000)
-    inventories = []
-    for step, code in scenario_cells(data, tmp_path / "runs"):
-        n = len(comm.messages("inventory"))
-        result = kernel.run(code, timeout=200)
-        assert result.error is None, (step, result.error)
-        inventories.append((step, comm.wait_for("inventory", n + 1, timeout=60)[n]))
-    steps = normalise(inventories)
-    text = json.dumps(steps, indent=1, sort_keys=True) + "\n"
-    if os.environ.get("UPDATE_FIXTURES"):
-        FIXTURE.write_text(text, encoding="utf-8")
-    assert FIXTURE.exists(), f"run with UPDATE_FIXTURES=1 to write {FIXTURE}"
-    committed = json.loads(FIXTURE.read_text(encoding="utf-8"))
-    assert [s["step"] for s in steps] == [s["step"] for s in committed]
-    for fresh, old in zip(steps, committed):
-        assert fresh == old, fresh["step"]
+    check_fixture(FIXTURE, run_steps(kernel, scenario_cells(data, tmp_path / "runs")))
+
+
+def test_a_hand_written_trainer_is_an_owner_object_the_committed_fixture(new_kernel):
+    kernel = new_kernel(env={"CUDA_VISIBLE_DEVICES": ""})
+    kernel.inject({"sampleIntervalMs": 1000})
+    inventories = run_steps(kernel, hand_cells())
+    (owner,) = inventories[0][1]["owners"]
+    assert owner["name"] == "trainer" and owner["className"] == "Trainer"
+    holds = {h["path"]: h for h in owner["holds"]}
+    assert [h["kind"] for h in owner["holds"]] == ["model", "model", "optimizer", "tensor"]
+    linear = (512 * 512 + 512) * 4 * 2  # two Linear(512, 512), fp32
+    assert holds["trainer.model"]["bytes"] == {"cpu": 2 * linear}  # with its gradients
+    assert holds["trainer.model"]["grads"] == {"cpu": linear}
+    assert holds["trainer.ema"]["bytes"] == {"cpu": linear}
+    assert abs(holds["trainer.opt"]["bytes"]["cpu"] - 2 * linear) < 1024  # AdamW's moments
+    assert holds["trainer.cache"]["bytes"] == {"cpu": 4 * MiB}
+    (root,) = inventories[0][1]["roots"]
+    assert root["bytes"]["cpu"] == sum(total(h["bytes"]) for h in owner["holds"])
+    # a list of models, a module: not owner objects
+    assert [[o["name"] for o in inv["owners"]] for _step, inv in inventories[1:]] == [
+        ["trainer"],
+        ["trainer"],
+    ]
+    check_fixture(HAND_FIXTURE, inventories)
 
 
 # --------------------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ MODULES = (
     "devices",
     "fingerprint",
     "graphs",
+    "owners",
     "census",
     "lasterror",
     "inventory",

@@ -8,7 +8,7 @@ and kept storages of each model (``collect_parts``), the bytes per root (``tally
 
 from typing import NamedTuple
 
-from . import devices, graphs, models
+from . import devices, graphs, models, owners
 from .limits import (
     BIG_TENSOR,
     HIDDEN_HOLDER,
@@ -72,6 +72,7 @@ class Census(NamedTuple):
     unattributed: dict
     tensors: list
     graphs: list
+    owners: list  # owners.owner_facts
     cut: bool  # a message bound or a graph search bound was hit
     graphless: dict  # the graph search's memo for the next inventory
 
@@ -399,6 +400,7 @@ def build(roots, truncated, cuda, torch, variables, forest, stats_cache, graphle
         unattributed(rows, memory),
         loose_tensors(loose),
         found.graphs,
+        owners.owner_facts(variables, torch, owner, listed, stats, params),
         models_cut or rows_cut or found.cut,
         found.graphless,
     )

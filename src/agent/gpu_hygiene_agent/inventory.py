@@ -103,6 +103,7 @@ class Inventory:
             "unattributed": found.unattributed if found else {},
             "tensors": found.tensors if found else [],
             "graphs": found.graphs if found else [],
+            "owners": found.owners if found else [],
         }
 
     def walk_roots(self, torch):

@@ -18,12 +18,23 @@
  *   so that deleting it frees the model and its parts (bytes: both);
  * - else no button (bytes: the parts, what dropping the owner would return).
  *
+ * Owner objects that are not models (`owners`: a hand-written trainer
+ * holding a model, its EMA copy, optimizer state): one finding per owner,
+ * "trainer (Trainer) holds a model (4.0 MiB, of which 2.0 MiB gradients),
+ * an EMA copy (2.0 MiB), AdamW state (4.0 MiB): deleting trainer frees
+ * 10.0 MiB", fix "Delete trainer…".
+ *
  * Parts are parts: a copy that a user variable also names (`ema =
  * model.trainer.ema.ema`) is a holder of that part, never a second model
  * (`userModels`).
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
-import type { IInventory, IModelInfo, IPart } from '../../protocol';
+import type {
+  IInventory,
+  IModelInfo,
+  IOwnerObject,
+  IPart
+} from '../../protocol';
 import { formatBytes, formatPlacement, sumBytes } from '../format';
 import { isPythonIdentifier } from '../cleanup';
 import { deletableNames } from '../holders';
@@ -32,6 +43,7 @@ import {
   maxCudaBytes,
   modelAndParts,
   modelName,
+  ownerCopies,
   reachedThrough,
   userModels
 } from './models';
@@ -105,106 +117,209 @@ export function partNamers(
   return [...new Set(names)];
 }
 
-/** The owner-object rule: one finding per model with optimizer state or model copies. */
-export const ownerObjectRule: FindingRule = ({ inventory }) =>
-  userModels(inventory).flatMap((model): IFinding[] => {
-    const parts = (model.parts ?? []).filter(
-      p => p.kind === 'optimizer' || p.kind === 'model'
+/**
+ * What an owner object holds, with bytes, for the explanation: "a model
+ * (4.0 MiB, of which 2.0 MiB gradients), an EMA copy (2.0 MiB), AdamW
+ * state (4.0 MiB), tensors (4.0 MiB)".
+ */
+export function describeOwnerHoldings(
+  owner: IOwnerObject,
+  trans: TranslationBundle
+): string {
+  const copies = new Set(ownerCopies(owner));
+  return owner.holds
+    .map(h => {
+      const bytes = formatBytes(sumBytes(h.bytes));
+      if (h.kind === 'optimizer') {
+        return trans.__('%1 state (%2)', h.className, bytes);
+      }
+      if (h.kind === 'tensor') {
+        return trans.__('tensors (%1)', bytes);
+      }
+      if (copies.has(h)) {
+        return /(^|\.)ema(\.|$)/i.test(h.path)
+          ? trans.__('an EMA copy (%1)', bytes)
+          : trans.__('a model copy (%1)', bytes);
+      }
+      const grads = sumBytes(h.grads ?? {});
+      return grads
+        ? trans.__(
+            'a model (%1, of which %2 gradients)',
+            bytes,
+            formatBytes(grads)
+          )
+        : trans.__('a model (%1)', bytes);
+    })
+    .join(', ');
+}
+
+/**
+ * Findings of the owner objects the agent reported (`owners`): a user
+ * variable that is a plain object holding a model and, next to it,
+ * optimizer state, model copies or tensors (a hand-written trainer). Fix:
+ * "Delete trainer…" (asks; identifiers only) through the model's delete
+ * flow; bytes: everything it holds (each storage once).
+ */
+function ownerFindings(inventory: IInventory | null): IFinding[] {
+  const listed = new Set(userModels(inventory).map(m => m.id));
+  return (inventory?.owners ?? []).flatMap((owner): IFinding[] => {
+    const models = owner.holds.filter(h => h.kind === 'model');
+    const first = models.find(
+      h =>
+        h.id !== undefined &&
+        listed.has(h.id) &&
+        !ownerCopies(owner).includes(h)
     );
-    // A stale model's parts go with it: the stale-model finding frees both.
-    if (!parts.length || model.stale) {
+    if (!first || owner.holds.length < 2) {
       return [];
     }
-    const all = model.parts ?? [];
-    const name = modelName(model);
-    const dropper = finishedTrainerOwner(model);
-    if (dropper !== null) {
-      // A part that another variable names stays after the drop: no button.
-      const namers = partNamers(model, inventory);
-      const held = all.filter(p => p.path.startsWith('trainer.'));
-      const bytes: Record<string, number> = {};
-      held.forEach(p => addBytes(bytes, p.bytes));
-      return [
-        {
-          kind: 'owner-object',
-          id: `owner-object:${model.id}`,
-          severity:
-            maxCudaBytes(bytes) >= OWNER_WARN_BYTES ? 'warning' : 'info',
-          subject: `${dropper}.trainer`,
-          bytes,
-          explain: trans =>
-            namers.length
-              ? trans.__(
-                  '%1.trainer still holds a finished training: %2. %3 also names part of it: delete %3 first, then drop the trainer.',
-                  dropper,
-                  describeHoldings(held, trans),
-                  namers.join(', ')
-                )
-              : trans.__(
-                  '%1.trainer still holds a finished training: %2. Dropping the trainer frees %3 and keeps %1 (%4) working.',
-                  dropper,
-                  describeHoldings(held, trans),
-                  formatBytes(sumBytes(bytes)),
-                  name
-                ),
-          evidence: held.map(
-            p =>
-              `${dropper}.${p.path} (${p.className}): ${formatPlacement(p.bytes)}`
-          ),
-          fix: namers.length
-            ? { kind: 'none' }
-            : { kind: 'drop-trainer', modelId: model.id, name: dropper }
-        }
-      ];
-    }
-    const partBytes: Record<string, number> = {};
-    all.forEach(p => addBytes(partBytes, p.bytes));
-    const variables = model.holders.filter(h => h.kind === 'variable');
-    const roots = [...new Set(variables.map(h => h.name))];
-    const owner =
-      roots.length === 1 &&
-      isPythonIdentifier(roots[0]) &&
-      variables.every(
-        h => h.path.length > h.name.length && h.path[h.name.length] === '.'
-      )
-        ? roots[0]
-        : null;
-    const fix: FindingFix =
-      owner !== null
-        ? { kind: 'delete', modelId: model.id, names: [owner] }
-        : { kind: 'none' };
-    const bytes = owner !== null ? modelAndParts(model) : partBytes;
-    const where = variables[0]?.path ?? modelName(model);
-    const owners = [...new Set(all.map(p => p.path.split(/[.[]/)[0]))];
-    const subject = owners.map(o => `${where}.${o}`).join(', ');
+    const bytes: Record<string, number> = {};
+    owner.holds.forEach(h => addBytes(bytes, h.bytes));
+    const beside: Record<string, number> = {};
+    owner.holds
+      .filter(h => h !== first)
+      .forEach(h => addBytes(beside, h.bytes));
+    const name = owner.name;
+    const fix: FindingFix = isPythonIdentifier(name)
+      ? { kind: 'delete', modelId: first.id!, names: [name] }
+      : { kind: 'none' };
     return [
       {
         kind: 'owner-object',
-        id: `owner-object:${model.id}`,
-        severity:
-          maxCudaBytes(partBytes) >= OWNER_WARN_BYTES ? 'warning' : 'info',
-        subject,
+        id: `owner-object:${name}`,
+        severity: maxCudaBytes(beside) >= OWNER_WARN_BYTES ? 'warning' : 'info',
+        subject: name,
         bytes,
         explain: trans =>
-          owner !== null
-            ? trans.__(
-                '%1 holds %2 together with %3: deleting %1 frees them all, %4.',
-                owner,
-                name,
-                describeHoldings(all, trans),
-                formatBytes(sumBytes(bytes))
-              )
-            : trans.__(
-                '%1 keeps %2 next to %3: %4.',
-                subject,
-                describeHoldings(all, trans),
-                name,
-                formatBytes(sumBytes(partBytes))
-              ),
-        evidence: all.map(
-          p => `${p.path} (${p.className}): ${formatPlacement(p.bytes)}`
+          trans.__(
+            '%1 (%2) holds %3: deleting %1 frees %4.',
+            name,
+            owner.className,
+            describeOwnerHoldings(owner, trans),
+            formatBytes(sumBytes(bytes))
+          ),
+        evidence: owner.holds.map(
+          h => `${h.path} (${h.className}): ${formatPlacement(h.bytes)}`
         ),
         fix
       }
     ];
   });
+}
+
+/** The owner-object rule: one finding per owner object, and per model with optimizer state or model copies. */
+export const ownerObjectRule: FindingRule = ({ inventory }) => [
+  ...ownerFindings(inventory),
+  ...modelOwnerFindings(inventory)
+];
+
+/** One finding per model with optimizer state or model copies among its parts. */
+const modelOwnerFindings = (inventory: IInventory | null): IFinding[] => {
+  // A model an owner object holds is told by that owner's finding.
+  const owned = new Set(
+    (inventory?.owners ?? []).flatMap(o => o.holds.map(h => h.id))
+  );
+  return userModels(inventory)
+    .filter(model => !owned.has(model.id))
+    .flatMap((model): IFinding[] => {
+      const parts = (model.parts ?? []).filter(
+        p => p.kind === 'optimizer' || p.kind === 'model'
+      );
+      // A stale model's parts go with it: the stale-model finding frees both.
+      if (!parts.length || model.stale) {
+        return [];
+      }
+      const all = model.parts ?? [];
+      const name = modelName(model);
+      const dropper = finishedTrainerOwner(model);
+      if (dropper !== null) {
+        // A part that another variable names stays after the drop: no button.
+        const namers = partNamers(model, inventory);
+        const held = all.filter(p => p.path.startsWith('trainer.'));
+        const bytes: Record<string, number> = {};
+        held.forEach(p => addBytes(bytes, p.bytes));
+        return [
+          {
+            kind: 'owner-object',
+            id: `owner-object:${model.id}`,
+            severity:
+              maxCudaBytes(bytes) >= OWNER_WARN_BYTES ? 'warning' : 'info',
+            subject: `${dropper}.trainer`,
+            bytes,
+            explain: trans =>
+              namers.length
+                ? trans.__(
+                    '%1.trainer still holds a finished training: %2. %3 also names part of it: delete %3 first, then drop the trainer.',
+                    dropper,
+                    describeHoldings(held, trans),
+                    namers.join(', ')
+                  )
+                : trans.__(
+                    '%1.trainer still holds a finished training: %2. Dropping the trainer frees %3 and keeps %1 (%4) working.',
+                    dropper,
+                    describeHoldings(held, trans),
+                    formatBytes(sumBytes(bytes)),
+                    name
+                  ),
+            evidence: held.map(
+              p =>
+                `${dropper}.${p.path} (${p.className}): ${formatPlacement(p.bytes)}`
+            ),
+            fix: namers.length
+              ? { kind: 'none' }
+              : { kind: 'drop-trainer', modelId: model.id, name: dropper }
+          }
+        ];
+      }
+      const partBytes: Record<string, number> = {};
+      all.forEach(p => addBytes(partBytes, p.bytes));
+      const variables = model.holders.filter(h => h.kind === 'variable');
+      const roots = [...new Set(variables.map(h => h.name))];
+      const owner =
+        roots.length === 1 &&
+        isPythonIdentifier(roots[0]) &&
+        variables.every(
+          h => h.path.length > h.name.length && h.path[h.name.length] === '.'
+        )
+          ? roots[0]
+          : null;
+      const fix: FindingFix =
+        owner !== null
+          ? { kind: 'delete', modelId: model.id, names: [owner] }
+          : { kind: 'none' };
+      const bytes = owner !== null ? modelAndParts(model) : partBytes;
+      const where = variables[0]?.path ?? modelName(model);
+      const owners = [...new Set(all.map(p => p.path.split(/[.[]/)[0]))];
+      const subject = owners.map(o => `${where}.${o}`).join(', ');
+      return [
+        {
+          kind: 'owner-object',
+          id: `owner-object:${model.id}`,
+          severity:
+            maxCudaBytes(partBytes) >= OWNER_WARN_BYTES ? 'warning' : 'info',
+          subject,
+          bytes,
+          explain: trans =>
+            owner !== null
+              ? trans.__(
+                  '%1 holds %2 together with %3: deleting %1 frees them all, %4.',
+                  owner,
+                  name,
+                  describeHoldings(all, trans),
+                  formatBytes(sumBytes(bytes))
+                )
+              : trans.__(
+                  '%1 keeps %2 next to %3: %4.',
+                  subject,
+                  describeHoldings(all, trans),
+                  name,
+                  formatBytes(sumBytes(partBytes))
+                ),
+          evidence: all.map(
+            p => `${p.path} (${p.className}): ${formatPlacement(p.bytes)}`
+          ),
+          fix
+        }
+      ];
+    });
+};
