@@ -74,7 +74,9 @@ const sample = z.object({
 const holder = z.object({
   kind: rootKind,
   name: shortText,
-  path: shortText
+  path: shortText,
+  /** The root reaches only submodules of the model (a loop variable over its layers). */
+  submodule: z.optional(z.boolean())
 });
 
 const part = z.object({

@@ -139,7 +139,14 @@ def test_inventory_after_a_finished_training_is_the_committed_fixture(new_kernel
     data = make_dataset(tmp_path / "data", n_train=4, n_val=2, size=64)
     kernel = new_kernel(env={"YOLO_OFFLINE": "true", "CUDA_VISIBLE_DEVICES": ""})
     kernel.inject({"sampleIntervalMs": 1000})
-    check_fixture(FIXTURE, run_steps(kernel, scenario_cells(data, tmp_path / "runs")))
+    inventories = run_steps(kernel, scenario_cells(data, tmp_path / "runs"))
+    steps = dict(inventories)
+    # a loop variable or a list that holds the model's layers holds pieces, not the model
+    for step, name in (("a loop over the layers", "m"), ("a list of the layers", "layers")):
+        (model,) = [m for m in steps[step]["models"] if m["className"] == "YOLO"]
+        holders = {h["name"]: h for h in model["holders"]}
+        assert holders[name].get("submodule") is True and "submodule" not in holders["model"]
+    check_fixture(FIXTURE, inventories)
 
 
 def test_a_hand_written_trainer_is_an_owner_object_the_committed_fixture(new_kernel):

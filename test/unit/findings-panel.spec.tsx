@@ -60,7 +60,7 @@ describe('FindingsTable', () => {
       'Clean GPU',
       'Drop the finished trainer, keep the model'
     ]);
-    expect(items[3].textContent).toContain('model.trainer still holds');
+    expect(items[3].textContent).toContain('model.trainer (finished) holds');
     const evidence = items[3].querySelector(
       '.jp-GpuHygiene-findingEvidence'
     ) as HTMLElement;

@@ -37,6 +37,7 @@ class Holders(NamedTuple):
     direct: set  # ids of tops some root reaches not through another model
     via_of: dict  # id(top) -> Via
     reached: dict  # StorageKey -> {(kind, name)} of the roots whose walk reached it
+    pieces: set  # (id(top), kind, name): that root reaches only submodules of the top
 
 
 class Parts(NamedTuple):
@@ -97,18 +98,31 @@ def attribute(roots, owner):
     direct = set()
     via_of = {}
     reached = {}
+    pieces = set()
     for kind, name, found in roots:
         for module, suffix, via, rel in found.modules:
             top = owner(module)
-            paths.setdefault(id(top), {}).setdefault((kind, name), name + suffix)
+            held = paths.setdefault(id(top), {})
             via_top = owner(via) if via is not None else None
+            # A root that reaches a submodule (a loop variable, a list of layers) keeps that
+            # submodule alive, not the model above it: a piece holder, unless the same root
+            # also reaches the model itself (or through another model's attributes).
+            whole = module is top or (via_top is not None and via_top is not top)
+            piece = (id(top), kind, name)
+            if (kind, name) not in held:
+                held[(kind, name)] = name + suffix
+                if not whole:
+                    pieces.add(piece)
+            elif whole and piece in pieces:
+                held[(kind, name)] = name + suffix
+                pieces.discard(piece)
             if via_top is None or via_top is top:
                 direct.add(id(top))
             elif id(top) not in via_of:
                 via_of[id(top)] = Via(id(via_top), rel)
         for storage in found.storages:
             reached.setdefault(storage, set()).add((kind, name))
-    return Holders(paths, direct, via_of, reached)
+    return Holders(paths, direct, via_of, reached, pieces)
 
 
 def lister(holders):
@@ -204,6 +218,9 @@ def model_entries(tops, stats, holders, parts, truncated):
     """(models, cut): the ``models`` of the message, oldest first, at most ``MAX_MODELS``
     (the largest kept; ``cut`` when some were left out)."""
     out = []
+    pieces = {}  # id(top) -> {(kind, name)} of its piece holders
+    for top, kind, name in holders.pieces:
+        pieces.setdefault(top, set()).add((kind, name))
     for module, order in tops:
         key = id(module)
         if key not in parts.lists:
@@ -215,6 +232,7 @@ def model_entries(tops, stats, holders, parts, truncated):
             stats[key],
             parts.lists[key][:MAX_PARTS],
             truncated,
+            pieces.get(key, ()),
         )
         if entry is not None:
             out.append(entry)
@@ -230,9 +248,11 @@ def model_entries(tops, stats, holders, parts, truncated):
 _KIND_ORDER = {"variable": 0, "output": 1, "traceback": 2}
 
 
-def model_entry(module, order, holder_paths, stats, parts, truncated=False):
+def model_entry(module, order, holder_paths, stats, parts, truncated=False, pieces=()):
     """One entry of ``models`` (dict), or None for a model without parameters or buffers.
-    ``holder_paths``: {(kind, name): path}; ``stats``: its ModelStats; ``parts``: [part]."""
+    ``holder_paths``: {(kind, name): path}; ``stats``: its ModelStats; ``parts``: [part];
+    ``pieces``: the (kind, name) of the holders that reach only submodules of it (they are
+    reported with ``submodule: true`` and do not make it named)."""
     cls = type(module)
     class_name = getattr(cls, "__name__", "Module")
     cls_module = getattr(cls, "__module__", "") or ""
@@ -244,6 +264,8 @@ def model_entry(module, order, holder_paths, stats, parts, truncated=False):
     pairs = sorted(holder_paths.items(), key=lambda p: _KIND_ORDER.get(p[0][0], 3))
     holders = [
         {"kind": kind, "name": short(name), "path": short(path)}
+        if (kind, name) not in pieces
+        else {"kind": kind, "name": short(name), "path": short(path), "submodule": True}
         for (kind, name), path in pairs[:MAX_HOLDERS]
     ]
     unknown = False
@@ -268,7 +290,8 @@ def model_entry(module, order, holder_paths, stats, parts, truncated=False):
             p for p in parts if p["kind"] != "tensor" or sum(p["bytes"].values()) >= BIG_TENSOR
         ],
         "holders": holders,
-        "stale": not unknown and not any(h["kind"] == "variable" for h in holders),
+        "stale": not unknown
+        and not any(h["kind"] == "variable" and not h.get("submodule") for h in holders),
     }
 
 

@@ -25,6 +25,15 @@ import type {
 import { isCudaDevice } from '../format';
 import type { PerDevice } from './types';
 
+/**
+ * Whether a holder is a user variable that names the model (or holds it
+ * through a path), not one that reaches only a submodule of it (a loop
+ * variable over its layers, `layers = list(model.modules())`: `submodule`).
+ */
+export function namesModel(holder: IHolder): boolean {
+  return holder.kind === 'variable' && !holder.submodule;
+}
+
 /** Whether nothing reaches a model: every holder is `hidden` (found unreachable, or not found). */
 export function isHiddenOnly(model: IModelInfo): boolean {
   return model.holders.every(h => h.kind === 'hidden');
@@ -81,9 +90,7 @@ function isOwnerCopy(model: IModelInfo, owners: IOwnerObject[]): boolean {
   return owners.some(
     owner =>
       ownerCopies(owner).some(c => c.id === model.id) &&
-      model.holders
-        .filter(h => h.kind === 'variable')
-        .every(h => h.name === owner.name)
+      model.holders.filter(namesModel).every(h => h.name === owner.name)
   );
 }
 

@@ -43,6 +43,7 @@ import {
   maxCudaBytes,
   modelAndParts,
   modelName,
+  namesModel,
   ownerCopies,
   reachedThrough,
   userModels
@@ -106,13 +107,11 @@ export function partNamers(
   model: IModelInfo,
   inventory: IInventory | null
 ): string[] {
-  const own = new Set(
-    model.holders.filter(h => h.kind === 'variable').map(h => h.name)
-  );
+  const own = new Set(model.holders.filter(namesModel).map(h => h.name));
   const names = (inventory?.models ?? [])
     .filter(m => m !== model && reachedThrough(m, model))
     .flatMap(m => m.holders)
-    .filter(h => h.kind === 'variable' && !own.has(h.name))
+    .filter(h => namesModel(h) && !own.has(h.name))
     .map(h => h.name);
   return [...new Set(names)];
 }
@@ -249,13 +248,13 @@ const modelOwnerFindings = (inventory: IInventory | null): IFinding[] => {
             explain: trans =>
               namers.length
                 ? trans.__(
-                    '%1.trainer still holds a finished training: %2. %3 also names part of it: delete %3 first, then drop the trainer.',
+                    '%1.trainer (finished) holds %2; %3 also names part of it: delete %3 first.',
                     dropper,
                     describeHoldings(held, trans),
                     namers.join(', ')
                   )
                 : trans.__(
-                    '%1.trainer still holds a finished training: %2. Dropping the trainer frees %3 and keeps %1 (%4) working.',
+                    '%1.trainer (finished) holds %2: dropping it keeps %1.',
                     dropper,
                     describeHoldings(held, trans),
                     formatBytes(sumBytes(bytes)),
@@ -273,7 +272,7 @@ const modelOwnerFindings = (inventory: IInventory | null): IFinding[] => {
       }
       const partBytes: Record<string, number> = {};
       all.forEach(p => addBytes(partBytes, p.bytes));
-      const variables = model.holders.filter(h => h.kind === 'variable');
+      const variables = model.holders.filter(namesModel);
       const roots = [...new Set(variables.map(h => h.name))];
       const owner =
         roots.length === 1 &&

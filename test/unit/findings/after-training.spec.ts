@@ -8,6 +8,7 @@
  */
 import { findings, userModels } from '../../../src/analysis/findings';
 import { findStackedModels } from '../../../src/analysis/stacking';
+import { describeStacking } from '../../../src/notifications/text';
 import type { IInventory } from '../../../src/protocol';
 import steps from '../../fixtures/inventory_after_training.json';
 import { c01Inventory } from '../fixtures';
@@ -61,7 +62,7 @@ describe('after a finished Ultralytics training (real inventories)', () => {
         name: 'model'
       });
       expect(found[0].explain(trans)).toMatch(
-        /^model\.trainer still holds a finished training: .*AdamW state .*Dropping the trainer frees/
+        /^model\.trainer \(finished\) holds a model copy \(11\.5 MiB\), an EMA copy \(11\.5 MiB\), AdamW state \(23\.0 MiB\): dropping it keeps model\.$/
       );
     }
   );
@@ -73,7 +74,7 @@ describe('after a finished Ultralytics training (real inventories)', () => {
     const [found] = owner(step);
     expect(found.fix).toEqual({ kind: 'none' });
     expect(found.explain(trans)).toContain(
-      `${name} also names part of it: delete ${name} first, then drop the trainer.`
+      `; ${name} also names part of it: delete ${name} first.`
     );
   });
 
@@ -95,6 +96,33 @@ describe('after a finished Ultralytics training (real inventories)', () => {
       expect.stringContaining('backend')
     );
   });
+
+  it.each([
+    ['a loop over the layers', 'm'],
+    ['a list of the layers', 'layers']
+  ])(
+    '%s, then a second YOLO: %s holds a layer, not the model; the toast names model only',
+    (step, piece) => {
+      const touched = inventoryAt(step);
+      const other = inventoryAt('a second YOLO').models.find(
+        m => m.holders[0].name === 'other'
+      )!;
+      const inventory = { ...touched, models: [...touched.models, other] };
+      const [older] = userModels(inventory);
+      expect(older.holders.find(h => h.name === piece)?.submodule).toBe(true);
+      expect(older.stale).toBe(false);
+      const [group] = findStackedModels(inventory);
+      expect(group.older).toEqual([older]);
+      expect(describeStacking(group, trans, 0, older)).toMatch(
+        /^Stacked YOLO: model still holds YOLO \(yolov8n\.yaml\), /
+      );
+      const [named] = findings(facts(inventory)).filter(
+        f => f.kind === 'named-older-model'
+      );
+      expect(named.subject).toBe('model');
+      expect(named.fix).toMatchObject({ kind: 'delete', names: ['model'] });
+    }
+  );
 
   it('a second YOLO while the trained one is named: one stack of two', () => {
     const inventory = inventoryAt('a second YOLO');
