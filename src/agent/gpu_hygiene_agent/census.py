@@ -146,6 +146,20 @@ def is_optimizer(obj, torch):
         return False
 
 
+def part_path(key, home, via_of):
+    """The path from the listed model ``home`` to the top ``key`` under it, through the tops
+    between them (``.predictor.model.backend.model``: the predictor's AutoBackend, then its
+    backend's copy), not only from the nearest one."""
+    path = via_of[key].path
+    current = via_of[key].key
+    hops = 0
+    while current != home and current in via_of and hops < 100:
+        path = via_of[current].path + path
+        current = via_of[current].key
+        hops += 1
+    return path
+
+
 def collect_parts(tops, stats, roots, listed, via_of, params, torch):
     """``Parts``: models and tensors under a listed model, each storage counted once.
     ``stats``: {id(top): ModelStats}; ``params``: the storages of every live model."""
@@ -167,7 +181,7 @@ def collect_parts(tops, stats, roots, listed, via_of, params, torch):
         storages = stats[key].storages
         fresh = {k: n for k, n in storages.items() if k not in counted[home]}
         counted[home].update(storages)
-        path = via_of[key].path.lstrip(".")
+        path = part_path(key, home, via_of).lstrip(".")
         lists[home].append(
             {
                 "path": short(path or type(module).__name__),
