@@ -160,7 +160,7 @@ export function describeOwnerHoldings(
  * flow; bytes: everything it holds (each storage once).
  */
 function ownerFindings(inventory: IInventory | null): IFinding[] {
-  const listed = new Set(userModels(inventory).map(m => m.id));
+  const listed = new Map(userModels(inventory).map(m => [m.id, m]));
   return (inventory?.owners ?? []).flatMap((owner): IFinding[] => {
     const models = owner.holds.filter(h => h.kind === 'model');
     const first = models.find(
@@ -179,7 +179,12 @@ function ownerFindings(inventory: IInventory | null): IFinding[] {
       .filter(h => h !== first)
       .forEach(h => addBytes(beside, h.bytes));
     const name = owner.name;
-    const fix: FindingFix = isPythonIdentifier(name)
+    // Deleting the owner frees its model only if no other variable names it.
+    const alone = (listed.get(first.id!)?.holders ?? [])
+      .filter(namesModel)
+      .every(h => h.name === name);
+    const deletable = alone && isPythonIdentifier(name);
+    const fix: FindingFix = deletable
       ? { kind: 'delete', modelId: first.id!, names: [name] }
       : { kind: 'none' };
     return [
@@ -190,13 +195,20 @@ function ownerFindings(inventory: IInventory | null): IFinding[] {
         subject: name,
         bytes,
         explain: trans =>
-          trans.__(
-            '%1 (%2) holds %3: deleting %1 frees %4.',
-            name,
-            owner.className,
-            describeOwnerHoldings(owner, trans),
-            formatBytes(sumBytes(bytes))
-          ),
+          deletable
+            ? trans.__(
+                '%1 (%2) holds %3: deleting %1 frees %4.',
+                name,
+                owner.className,
+                describeOwnerHoldings(owner, trans),
+                formatBytes(sumBytes(bytes))
+              )
+            : trans.__(
+                '%1 (%2) holds %3.',
+                name,
+                owner.className,
+                describeOwnerHoldings(owner, trans)
+              ),
         evidence: owner.holds.map(
           h => `${h.path} (${h.className}): ${formatPlacement(h.bytes)}`
         ),
@@ -207,19 +219,26 @@ function ownerFindings(inventory: IInventory | null): IFinding[] {
 }
 
 /** The owner-object rule: one finding per owner object, and per model with optimizer state or model copies. */
-export const ownerObjectRule: FindingRule = ({ inventory }) => [
-  ...ownerFindings(inventory),
-  ...modelOwnerFindings(inventory)
-];
+export const ownerObjectRule: FindingRule = ({ inventory }) => {
+  const owners = ownerFindings(inventory);
+  return [...owners, ...modelOwnerFindings(inventory, owners)];
+};
 
-/** One finding per model with optimizer state or model copies among its parts. */
-const modelOwnerFindings = (inventory: IInventory | null): IFinding[] => {
-  // A model an owner object holds is told by that owner's finding.
-  const owned = new Set(
-    (inventory?.owners ?? []).flatMap(o => o.holds.map(h => h.id))
+/**
+ * One finding per model with optimizer state or model copies among its
+ * parts, but for a model that an owner's finding (`owners`) tells already.
+ */
+const modelOwnerFindings = (
+  inventory: IInventory | null,
+  owners: IFinding[]
+): IFinding[] => {
+  const ownedBy = new Map(
+    (inventory?.owners ?? []).flatMap(o =>
+      o.holds.filter(h => h.kind === 'model').map(h => [h.id, o.name])
+    )
   );
   return userModels(inventory)
-    .filter(model => !owned.has(model.id))
+    .filter(model => !owners.some(f => f.subject === ownedBy.get(model.id)))
     .flatMap((model): IFinding[] => {
       const parts = (model.parts ?? []).filter(
         p => p.kind === 'optimizer' || p.kind === 'model'

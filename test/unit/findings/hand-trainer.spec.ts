@@ -76,3 +76,56 @@ describe('a hand-written trainer (real inventories)', () => {
     }
   );
 });
+
+describe('owner objects: who else names the model', () => {
+  const trainer = inventoryAt('a hand-written trainer');
+  const [model] = userModels(trainer);
+
+  it('another variable naming the model: no Delete trainer…, no "frees"', () => {
+    const named = {
+      ...trainer,
+      models: trainer.models.map(m =>
+        m.id === model.id
+          ? {
+              ...m,
+              holders: [
+                ...m.holders,
+                { kind: 'variable' as const, name: 'net', path: 'net' }
+              ]
+            }
+          : m
+      )
+    };
+    const [owner] = findings(facts(named)).filter(
+      f => f.kind === 'owner-object'
+    );
+    expect(owner.fix).toEqual({ kind: 'none' });
+    expect(owner.explain(trans)).toBe(
+      'trainer (Trainer) holds a model (4.0 MiB, of which 2.0 MiB gradients), an EMA copy (2.0 MiB), AdamW state (4.0 MiB), tensors (4.0 MiB).'
+    );
+  });
+
+  it('an owner holding only its model tells nothing; the model keeps its own owner finding', () => {
+    const alone = {
+      ...trainer,
+      owners: trainer.owners!.map(o => ({ ...o, holds: o.holds.slice(0, 1) })),
+      models: trainer.models.map(m =>
+        m.id === model.id
+          ? {
+              ...m,
+              parts: [
+                {
+                  path: 'opt',
+                  kind: 'optimizer' as const,
+                  className: 'SGD',
+                  bytes: { cpu: 2 ** 20 }
+                }
+              ]
+            }
+          : m
+      )
+    };
+    const owner = findings(facts(alone)).filter(f => f.kind === 'owner-object');
+    expect(owner.map(f => f.id)).toEqual([`owner-object:${model.id}`]);
+  });
+});
