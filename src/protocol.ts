@@ -83,7 +83,9 @@ const part = z.object({
   path: shortText,
   kind: z.enum(['model', 'optimizer', 'tensor']),
   className: shortText,
-  bytes: bytesPerDevice
+  bytes: bytesPerDevice,
+  /** Roots that name this part other than through its model (`ema`). */
+  holders: z.optional(z.array(holder).check(z.maxLength(1000)))
 });
 
 const modelInfo = z.object({

@@ -126,17 +126,35 @@ def attribute(roots, owner):
 
 
 def lister(holders):
-    """``listed(key)``: the listed model a top belongs to (its own id when it is listed)."""
+    """``listed(key)``: the listed model a top belongs to (its own id when it is listed). A
+    top that some root reaches through another model's plain attributes is that model's part,
+    also when a root names it directly (``ema = model.trainer.ema.ema``: ``ema`` is a holder of
+    the part, not a second model); two models that reach each other both stay listed."""
     via_of = holders.via_of
-    direct = holders.direct
 
     def listed(key, hops=0):
-        while key in via_of and key not in direct and hops < 100:
+        start = key
+        while key in via_of and hops < 100:
             key = via_of[key].key
+            if key == start:
+                return start
             hops += 1
         return key
 
     return listed
+
+
+def part_holders(key, home, paths):
+    """The holders of the part ``key`` that reach it other than through its listed model
+    ``home`` ([holder dict]; ``paths``: Holders.paths)."""
+    home_paths = paths.get(home, {})
+    out = []
+    for (kind, name), path in paths.get(key, {}).items():
+        base = home_paths.get((kind, name))
+        if base is not None and path.startswith(base) and path[len(base) : len(base) + 1] in ".[":
+            continue
+        out.append({"kind": kind, "name": short(name), "path": short(path)})
+    return out[:MAX_HOLDERS]
 
 
 def is_optimizer(obj, torch):
@@ -160,9 +178,10 @@ def part_path(key, home, via_of):
     return path
 
 
-def collect_parts(tops, stats, roots, listed, via_of, params, torch):
+def collect_parts(tops, stats, roots, listed, via_of, params, torch, paths=None):
     """``Parts``: models and tensors under a listed model, each storage counted once.
-    ``stats``: {id(top): ModelStats}; ``params``: the storages of every live model."""
+    ``stats``: {id(top): ModelStats}; ``params``: the storages of every live model;
+    ``paths``: Holders.paths (for the holders that name a part directly)."""
     lists = {}
     counted = {}  # id(listed) -> set of storage keys already in its bytes or parts
     keeps = {}
@@ -182,14 +201,16 @@ def collect_parts(tops, stats, roots, listed, via_of, params, torch):
         fresh = {k: n for k, n in storages.items() if k not in counted[home]}
         counted[home].update(storages)
         path = part_path(key, home, via_of).lstrip(".")
-        lists[home].append(
-            {
-                "path": short(path or type(module).__name__),
-                "kind": "model",
-                "className": short(type(module).__name__),
-                "bytes": bytes_by_device(fresh),
-            }
-        )
+        part = {
+            "path": short(path or type(module).__name__),
+            "kind": "model",
+            "className": short(type(module).__name__),
+            "bytes": bytes_by_device(fresh),
+        }
+        named = part_holders(key, home, paths or {})
+        if named:
+            part["holders"] = named
+        lists[home].append(part)
     groups = {}  # (id(listed), id(group)) -> part dict
     for _kind, _name, found in roots:
         for storage, (nbytes, via, group, _big) in found.storages.items():
@@ -424,7 +445,7 @@ def build(roots, truncated, cuda, torch, variables, forest, stats_cache, graphle
     graph_storages = {}  # variable name -> {storage: nbytes} its graphs keep
     for graph in found.graphs:
         graph_storages[graph["name"]] = graph.pop("storages")
-    parts = collect_parts(tops, stats, roots, listed, holders.via_of, params, torch)
+    parts = collect_parts(tops, stats, roots, listed, holders.via_of, params, torch, holders.paths)
     model_list, models_cut = model_entries(tops, stats, holders, parts, truncated)
     per_root, attributed, loose = tally_roots(
         roots, parts.keeps, listed, owner, params, graph_storages

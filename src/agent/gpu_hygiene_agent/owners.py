@@ -4,7 +4,7 @@ with bytes per device (``owners`` of the inventory). Facts only: the browser dec
 its models is the model and which are copies (``src/analysis/findings/owner-object.ts``).
 
 One level of attributes is looked at (``vars()`` of the object, never its class's attribute
-hooks): ``model`` (a module: the listed model it belongs to, its bytes and its gradients'),
+hooks): ``model`` (a module: the top-level model it is in, its bytes and its gradients'),
 ``optimizer`` (a ``torch.optim.Optimizer``: the tensors of its ``state``, not the parameters),
 ``tensor`` (a tensor, or a plain container of tensors one level deep). Each storage is counted
 once per owner, in attribute order."""
@@ -113,7 +113,7 @@ def owner_facts(variables, torch, owner, listed, stats, params):
                     {
                         "path": path,
                         "kind": "model",
-                        "id": hex(key),
+                        "id": hex(id(top)),
                         "className": short(type(top).__name__),
                         "parameters": entry.parameters,
                         "bytes": bytes_by_device(fresh),

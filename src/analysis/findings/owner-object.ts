@@ -100,17 +100,22 @@ export function finishedTrainerOwner(model: IModelInfo): string | null {
 /**
  * User variables other than the model's own holders that also name one of
  * its parts (`ema = model.trainer.ema.ema`, `trainer = model.trainer`): the
- * agent lists such a part as a model of its own, reached through `model`.
- * Dropping `model.trainer` would not free what they name.
+ * part's `holders`, or a model listed on its own that is reached through
+ * `model`. Dropping `model.trainer` would not free what they name.
  */
 export function partNamers(
   model: IModelInfo,
   inventory: IInventory | null
 ): string[] {
   const own = new Set(model.holders.filter(namesModel).map(h => h.name));
-  const names = (inventory?.models ?? [])
-    .filter(m => m !== model && reachedThrough(m, model))
-    .flatMap(m => m.holders)
+  const names = [
+    // a copy the agent listed on its own (agents before 0.3.x)
+    ...(inventory?.models ?? [])
+      .filter(m => m !== model && reachedThrough(m, model))
+      .flatMap(m => m.holders),
+    // a part's own holders
+    ...(model.parts ?? []).flatMap(p => p.holders ?? [])
+  ]
     .filter(h => namesModel(h) && !own.has(h.name))
     .map(h => h.name);
   return [...new Set(names)];
