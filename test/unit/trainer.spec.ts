@@ -1,3 +1,5 @@
+import { readFileSync, writeFileSync } from 'fs';
+import { join } from 'path';
 import {
   DROP_TRAINER_MARKER,
   generateDropTrainerCell,
@@ -71,6 +73,19 @@ describe('generateDropTrainerCell', () => {
     const comments = long.split('\n').filter(l => l.startsWith('#'));
     expect(comments.every(l => l.length <= 79)).toBe(true);
     expect(long.split('\n')).toHaveLength(code.split('\n').length);
+  });
+
+  it('is the committed cell that the real-kernel pytest runs (UPDATE_FIXTURES=1 rewrites it)', () => {
+    const path = join(
+      __dirname,
+      '..',
+      'fixtures',
+      'drop_trainer_cell_model.py'
+    );
+    if (process.env.UPDATE_FIXTURES) {
+      writeFileSync(path, code);
+    }
+    expect(code).toBe(readFileSync(path, 'utf8'));
   });
 
   it('labels parts in English for the comment', () => {

@@ -35,6 +35,11 @@ describe('a hand-written trainer (real inventories)', () => {
     expect(findStackedModels(trainer)).toEqual([]);
   });
 
+  it('without the owners fact (an older agent) the EMA copy stacked as a second Sequential', () => {
+    const older = { ...trainer, owners: undefined };
+    expect(findStackedModels(older)).toHaveLength(1);
+  });
+
   it('one owner finding: what it holds with bytes, Delete trainer…', () => {
     const owner = findings(facts(trainer)).filter(
       f => f.kind === 'owner-object'
