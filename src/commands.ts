@@ -25,6 +25,11 @@ import {
   generateMoveToCpuCell
 } from './analysis/tensorcells';
 import { deletableNames } from './analysis/holders';
+import {
+  describeHoldings,
+  finishedTrainerOwner
+} from './analysis/findings/owner-object';
+import { generateDropTrainerCell, holdingLabels } from './analysis/trainer';
 import { generateDropWorkersCell, workersToDrop } from './analysis/workers';
 import { gpuCleanIcon } from './icons';
 import type { GpuKernelModel } from './model';
@@ -83,6 +88,41 @@ const deleteArgs = {
     }
   }
 };
+
+/** Arguments of the drop-trainer command: a YOLO and the variable naming it. */
+const dropTrainerArgs = {
+  args: {
+    ...modelArgs.args,
+    properties: {
+      ...modelArgs.args.properties,
+      name: {
+        type: 'string' as const,
+        description:
+          'The user variable that names the YOLO (default: the first variable naming it itself)'
+      }
+    }
+  }
+};
+
+/**
+ * The variable whose finished Ultralytics trainer the drop-trainer command
+ * drops, or null: `requested` when it is a user variable naming `model`
+ * itself, else the first such variable; null for a model without a
+ * finished trainer ({@link finishedTrainerOwner}).
+ */
+export function trainerOwner(
+  model: IModelInfo,
+  requested: unknown
+): string | null {
+  const first = finishedTrainerOwner(model);
+  if (first === null) {
+    return null;
+  }
+  return typeof requested === 'string' &&
+    deletableNames(model).includes(requested)
+    ? requested
+    : first;
+}
 
 /**
  * The variables the delete command deletes for `model`: `requested` (a
@@ -365,6 +405,60 @@ export function addCommands(deps: ICommandDeps): void {
       );
       const run = monitor.settings.cleanAction === 'insert-and-run';
       await insertCleanCell(panel, code, run, deps);
+      return true;
+    }
+  });
+
+  commands.addCommand(CommandIDs.dropTrainer, {
+    label: trans.__('Drop Finished Trainer, Keep Model…'),
+    caption: trans.__(
+      'Ask, then insert and run a cell that drops what a finished model.train() left on the YOLO (the trainer, its model and EMA copies, optimizer state, dataloaders); the model keeps working'
+    ),
+    describedBy: dropTrainerArgs,
+    isEnabled: args => {
+      const { panel, info } = target(args);
+      return !!panel && !!info && trainerOwner(info, args.name) !== null;
+    },
+    execute: async args => {
+      const { panel, info } = target(args);
+      const name = info ? trainerOwner(info, args.name) : null;
+      if (!panel || !info || name === null) {
+        gone();
+        return false;
+      }
+      const held = (info.parts ?? []).filter(p =>
+        p.path.startsWith('trainer.')
+      );
+      const bytes = held.reduce((sum, p) => sum + sumBytes(p.bytes), 0);
+      const holdings = describeHoldings(held, trans);
+      const result = await showDialog({
+        title: trans.__('Drop the finished trainer of %1?', name),
+        body: trans.__(
+          'A cell setting "%1.trainer = None" is inserted below the active cell: it frees %2 (%3) and keeps %1, which still predicts, validates and exports. A new %1.train() builds a new trainer.',
+          name,
+          formatBytes(bytes),
+          holdings
+        ),
+        buttons: [
+          Dialog.cancelButton({ label: trans.__('Cancel') }),
+          Dialog.warnButton({ label: trans.__('Drop trainer') })
+        ]
+      });
+      if (!result.button.accept) {
+        return false;
+      }
+      const code = generateDropTrainerCell({
+        name,
+        holds: holdingLabels(held),
+        bytes
+      });
+      if (code === null) {
+        return false;
+      }
+      const run = monitor.settings.cleanAction === 'insert-and-run';
+      await insertCleanCell(panel, code, run, deps, [
+        'gpu-hygiene-drop-trainer'
+      ]);
       return true;
     }
   });

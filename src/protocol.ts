@@ -74,14 +74,18 @@ const sample = z.object({
 const holder = z.object({
   kind: rootKind,
   name: shortText,
-  path: shortText
+  path: shortText,
+  /** The root reaches only submodules of the model (a loop variable over its layers). */
+  submodule: z.optional(z.boolean())
 });
 
 const part = z.object({
   path: shortText,
   kind: z.enum(['model', 'optimizer', 'tensor']),
   className: shortText,
-  bytes: bytesPerDevice
+  bytes: bytesPerDevice,
+  /** Roots that name this part other than through its model (`ema`). */
+  holders: z.optional(z.array(holder).check(z.maxLength(1000)))
 });
 
 const modelInfo = z.object({
@@ -185,6 +189,25 @@ const children = z.object({
   orphans: z.optional(z.array(childProcess).check(z.maxLength(1000)))
 });
 
+const ownerHolding = z.object({
+  path: shortText,
+  kind: z.enum(['model', 'optimizer', 'tensor']),
+  /** Only for `model`: the listed model's id. */
+  id: z.optional(z.string().check(z.maxLength(64))),
+  className: shortText,
+  /** Only for `model`: its parameter elements. */
+  parameters: z.optional(count),
+  bytes: bytesPerDevice,
+  /** Only for `model`: its gradients' bytes (part of `bytes`). */
+  grads: z.optional(bytesPerDevice)
+});
+
+const ownerObject = z.object({
+  name: shortText,
+  className: shortText,
+  holds: z.array(ownerHolding).check(z.maxLength(1000))
+});
+
 const inventory = z.object({
   ...envelope,
   type: z.literal('inventory'),
@@ -203,7 +226,8 @@ const inventory = z.object({
   tensors: z.array(tensorInfo).check(z.maxLength(1000)),
   graphs: z.array(graphHolder).check(z.maxLength(1000)),
   allocator: z.optional(z.nullable(allocator)),
-  children: z.optional(children)
+  children: z.optional(children),
+  owners: z.optional(z.array(ownerObject).check(z.maxLength(1000)))
 });
 
 const beforeAfter = z.object({ before: bytes, after: bytes });
@@ -353,6 +377,15 @@ export type IChildren = z.infer<typeof children>;
 export type IChildProcess = z.infer<typeof childProcess>;
 /** A loader or iterator that keeps worker processes alive (`pids`). */
 export type IWorkerHolder = z.infer<typeof workerHolder>;
+/**
+ * An owner object: a user variable that is a plain object (a trainer)
+ * holding at least one model through its own attributes, with what each
+ * attribute holds (`holds`): models, optimizer state, tensors, bytes per
+ * device, each storage once per owner.
+ */
+export type IOwnerObject = z.infer<typeof ownerObject>;
+/** One attribute of an owner object and what it holds. */
+export type IOwnerHolding = z.infer<typeof ownerHolding>;
 /** What the last exception's traceback keeps alive. */
 export type ILastError = z.infer<typeof lastError>;
 /** `cleaned`: what a clean cell freed. */

@@ -40,6 +40,12 @@ export namespace CommandIDs {
   export const moveTensorsToCpu = 'gpu-hygiene:move-tensors-to-cpu';
   /** Ask, then insert (and run) a cell that deletes one user variable (args: `name`, `kernelId`). */
   export const deleteVariable = 'gpu-hygiene:delete-variable';
+  /**
+   * Ask, then insert (and run) a cell that drops the finished Ultralytics
+   * trainer of one YOLO and keeps the model (args: `modelId`, `name`, the
+   * variable naming the YOLO, and `kernelId`).
+   */
+  export const dropTrainer = 'gpu-hygiene:drop-trainer';
 }
 
 /** What the clean command does with the generated cell. */

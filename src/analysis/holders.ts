@@ -14,6 +14,7 @@ import type {
 } from '../protocol';
 import { isPythonIdentifier } from './cleanup';
 import { isCudaDevice, sumBytes } from './format';
+import { namesModel } from './findings/models';
 import { holderNames, holderPaths } from './stacking';
 
 /** A part of a model (`trainer.ema.ema`, `trainer.optimizer`) for display. */
@@ -74,13 +75,14 @@ export const DEFAULT_HOLDER_SORT: IHolderSort = {
  * The user variables that name a model and may be written in a `del`
  * statement: holders of kind `variable` that are Python identifiers and bind
  * the model itself (path = name; `del runs` to free `runs[0].model` would
- * delete more than the model), once each.
+ * delete more than the model; not a loop variable that holds one of its
+ * layers, `submodule`), once each.
  */
 export function deletableNames(model: IModelInfo): string[] {
   const names: string[] = [];
   for (const holder of model.holders) {
     if (
-      holder.kind === 'variable' &&
+      namesModel(holder) &&
       holder.path === holder.name &&
       isPythonIdentifier(holder.name) &&
       !names.includes(holder.name)

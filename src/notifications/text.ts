@@ -14,6 +14,7 @@ import {
   sumBytes
 } from '../analysis/format';
 import type { IGraphRow } from '../analysis/graphs';
+import { namesModel } from '../analysis/findings/models';
 import { holderNames, IStackedGroup } from '../analysis/stacking';
 import type { ILeakTrend } from '../analysis/trend';
 import type { IAllocator, ICleaned, IModelInfo } from '../protocol';
@@ -51,7 +52,7 @@ export function describeStacking(
         ...new Set(
           holderNames({
             ...older,
-            holders: older.holders.filter(h => h.kind === 'variable')
+            holders: older.holders.filter(namesModel)
           })
         )
       ];

@@ -69,12 +69,14 @@ def test_a_trained_model_shows_its_trainer_ema_and_optimizer_as_parts(new_kernel
     # tensor parts below 1 MiB (a stride, a loss's constants) count in the root, unlisted
     assert 0 <= total(root["bytes"]) - listed < MiB
 
-    # a name that reaches the EMA copy directly makes it a model of its own, with both paths
+    # a name that reaches the EMA copy directly is a holder of that part, not a second model
     inventory = cell(kernel, comm, "ema = model.trainer.ema.ema")
-    wrapper, ema = model_by_order(inventory)
-    assert ema["className"] == "DetectionModel"
-    assert paths(ema) == {"ema", "model.trainer.ema.ema"}
-    assert "trainer.ema.ema" not in {p["path"] for p in wrapper["parts"]}
+    (wrapper,) = model_by_order(inventory)
+    parts = {p["path"]: p for p in wrapper["parts"]}
+    assert parts["trainer.ema.ema"]["holders"] == [
+        {"kind": "variable", "name": "ema", "path": "ema"}
+    ]
+    assert "holders" not in parts["trainer.optimizer"]
 
     inventory = cell(kernel, comm, "del ema\nmodel.trainer = None")
     wrapper, *rest = model_by_order(inventory)

@@ -289,20 +289,28 @@ def old_agent():
     yield module
 
 
+# facts the single-file agent never had (issue 17): the allocator split, child processes, owner
+# objects, and holders that reach only a submodule (``submodule: true``; checked on their own below)
+NEW_FACTS = ("allocator", "children", "owners")
+
+
 def _comparable(message):
     """The message without its timing, and without what the single-file agent did not report:
-    ``allocator``, ``children``, the roots' ``sole``, ``shared`` and ``cells``, and the rows
-    only those fill."""
-    out = {
-        k: v
-        for k, v in message.items()
-        if k not in ("t", "seq", "durationMs", "allocator", "children")
-    }
+    ``allocator``, ``children``, ``owners``, the roots' ``sole``, ``shared`` and ``cells`` (and the
+    rows only those fill), and the holders' ``submodule`` (checked on their own below)."""
+    out = {k: v for k, v in message.items() if k not in ("t", "seq", "durationMs", *NEW_FACTS)}
     new = ("sole", "shared", "sharedWith", "cells")
     out["roots"] = [
         {k: v for k, v in r.items() if k not in new}
         for r in message.get("roots", [])
         if r["bytes"] or r["models"]
+    ]
+    out["models"] = [
+        {
+            **m,
+            "holders": [{k: v for k, v in h.items() if k != "submodule"} for h in m["holders"]],
+        }
+        for m in message["models"]
     ]
     return out
 
@@ -339,6 +347,9 @@ def test_inventories_are_the_ones_of_the_single_file_agent(agent):
             shell.user_ns["losses"] = [net(torch.ones(4, 8)).sum() for _ in range(3)]
             shell.output(4, net[0])
             compare()
+            (held,) = [m for m in states[-1]["models"] if m["className"] == "Sequential"]
+            pieces = {h["name"] for h in held["holders"] if h.get("submodule")}
+            assert pieces == {"Out[4]", "_4", "_"}  # they hold net[0], not net
             del shell.user_ns["other"]
             shell.output(5, torch.nn.Linear(64, 64))  # a stale model in the output cache
             try:

@@ -2,7 +2,12 @@ import { Notification, showDialog } from '@jupyterlab/apputils';
 import { nullTranslator } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
 import { Signal } from '@lumino/signaling';
-import { addCommands, namesToDelete, restartReturns } from '../../src/commands';
+import {
+  addCommands,
+  namesToDelete,
+  restartReturns,
+  trainerOwner
+} from '../../src/commands';
 import { GpuKernelModel } from '../../src/model';
 import { CLEAN_MARKER } from '../../src/protocol';
 import {
@@ -12,6 +17,7 @@ import {
   IGpuSettings
 } from '../../src/tokens';
 import { DETACH_MARKER } from '../../src/analysis/graphs';
+import { DROP_TRAINER_MARKER } from '../../src/analysis/trainer';
 import { c01Inventory, c08Inventory, gpuSample, graphHolder } from './fixtures';
 
 jest.mock('@jupyterlab/apputils', () => ({
@@ -382,5 +388,59 @@ describe('move a variable’s CUDA tensors to the CPU, or delete it (cuda-tensor
       ).toBe(false);
     }
     expect(showDialog).not.toHaveBeenCalled();
+  });
+});
+
+describe('issue 17: Drop the finished trainer, keep the model', () => {
+  afterEach(() => {
+    (showDialog as jest.Mock).mockReset();
+    Notification.dismiss();
+  });
+
+  function trained() {
+    const { commands, inserted, model } = setup();
+    const inventory = c08Inventory();
+    model.apply({ ...inventory, seq: 9 });
+    return { commands, inserted, id: inventory.models[0].id };
+  }
+
+  it('trainerOwner: the variable naming the YOLO itself, the requested one if it does', () => {
+    const yolo = c08Inventory().models[0];
+    expect(trainerOwner(yolo, undefined)).toBe('model');
+    expect(trainerOwner(yolo, 'runs')).toBe('model'); // runs[0].model: not the YOLO itself
+    expect(trainerOwner({ ...yolo, parts: [] }, 'model')).toBeNull();
+  });
+
+  it('asks with what it frees, then inserts the drop-trainer cell', async () => {
+    const { commands, inserted, id } = trained();
+    (showDialog as jest.Mock).mockResolvedValue({ button: { accept: true } });
+    const args = { kernelId: 'k1', modelId: id, name: 'model' };
+    expect(commands.isEnabled(CommandIDs.dropTrainer, args)).toBe(true);
+    expect(commands.label(CommandIDs.dropTrainer, args)).toBe(
+      'Drop Finished Trainer, Keep Model…'
+    );
+    expect(await commands.execute(CommandIDs.dropTrainer, args)).toBe(true);
+    const dialog = (showDialog as jest.Mock).mock.calls[0][0];
+    expect(dialog.title).toBe('Drop the finished trainer of model?');
+    expect(dialog.body).toBe(
+      'A cell setting "model.trainer = None" is inserted below the active cell: it frees 18.0 MiB (an EMA copy (12.0 MiB), SGD state (6.0 MiB)) and keeps model, which still predicts, validates and exports. A new model.train() builds a new trainer.'
+    );
+    const { source, tags } = inserted[0];
+    expect(tags).toEqual(['gpu-hygiene-drop-trainer']);
+    expect(source.split('\n')[0]).toBe(DROP_TRAINER_MARKER);
+    expect(source).toContain('# EMA copy 12.0 MiB, SGD state 6.0 MiB;');
+    expect(source).toContain('def _gpu_hygiene_drop_trainer(name="model"):');
+  });
+
+  it('inserts nothing when the user cancels; not offered without a trainer', async () => {
+    const { commands, inserted, id } = trained();
+    (showDialog as jest.Mock).mockResolvedValue({ button: { accept: false } });
+    expect(
+      await commands.execute(CommandIDs.dropTrainer, { modelId: id })
+    ).toBe(false);
+    expect(inserted).toEqual([]);
+    expect(
+      commands.isEnabled(CommandIDs.dropTrainer, { modelId: '0x7f0000000002' })
+    ).toBe(false);
   });
 });

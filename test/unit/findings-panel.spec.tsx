@@ -54,8 +54,13 @@ describe('FindingsTable', () => {
       items.map(
         i => i.querySelector('[data-action="fix"]')?.textContent ?? null
       )
-    ).toEqual(['Fix…', 'Restart kernel', 'Clean GPU', null]);
-    expect(items[3].textContent).toContain('No fix from here');
+    ).toEqual([
+      'Fix…',
+      'Restart kernel',
+      'Clean GPU',
+      'Drop the finished trainer, keep the model'
+    ]);
+    expect(items[3].textContent).toContain('model.trainer (finished) holds');
     const evidence = items[3].querySelector(
       '.jp-GpuHygiene-findingEvidence'
     ) as HTMLElement;

@@ -286,3 +286,43 @@ describe('parseKernelMessage', () => {
     expect(accepted).toBeLessThan(1000);
   });
 });
+
+describe('inventory owners (issue 17, item 4)', () => {
+  const owner = {
+    name: 'trainer',
+    className: 'Trainer',
+    holds: [
+      {
+        path: 'trainer.model',
+        kind: 'model',
+        id: '0x7f01',
+        className: 'Sequential',
+        parameters: 525312,
+        bytes: { 'cuda:0': 4_202_496 },
+        grads: { 'cuda:0': 2_101_248 }
+      },
+      {
+        path: 'trainer.opt',
+        kind: 'optimizer',
+        className: 'AdamW',
+        bytes: { 'cuda:0': 4_202_512 }
+      }
+    ]
+  };
+
+  it('accepts owners, and an inventory without them (an older agent)', () => {
+    const parsed = parseKernelMessage({ ...c01Inventory(), owners: [owner] });
+    expect(parsed.ok && parsed.message.type === 'inventory').toBe(true);
+    expect(parseKernelMessage(c01Inventory()).ok).toBe(true);
+  });
+
+  it('rejects an owner holding of an unknown kind or negative bytes', () => {
+    const bad = (holds: unknown[]) =>
+      parseKernelMessage({
+        ...c01Inventory(),
+        owners: [{ ...owner, holds }]
+      }).ok;
+    expect(bad([{ ...owner.holds[1], kind: 'grad' }])).toBe(false);
+    expect(bad([{ ...owner.holds[1], bytes: { cpu: -1 } }])).toBe(false);
+  });
+});

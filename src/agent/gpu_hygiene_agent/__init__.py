@@ -52,6 +52,7 @@ MODULES = (
     "children",
     "fingerprint",
     "graphs",
+    "owners",
     "census",
     "lasterror",
     "inventory",

@@ -8,7 +8,7 @@ and kept storages of each model (``collect_parts``), the bytes per root (``tally
 
 from typing import NamedTuple
 
-from . import devices, graphs, models
+from . import devices, graphs, models, owners
 from .limits import (
     BIG_TENSOR,
     HIDDEN_HOLDER,
@@ -38,6 +38,7 @@ class Holders(NamedTuple):
     direct: set  # ids of tops some root reaches not through another model
     via_of: dict  # id(top) -> Via
     reached: dict  # StorageKey -> {(kind, name)} of the roots whose walk reached it
+    pieces: set  # (id(top), kind, name): that root reaches only submodules of the top
 
 
 class Parts(NamedTuple):
@@ -83,6 +84,7 @@ class Census(NamedTuple):
     unattributed: dict
     tensors: list
     graphs: list
+    owners: list  # owners.owner_facts
     cut: bool  # a message bound or a graph search bound was hit
     graphless: dict  # the graph search's memo for the next inventory
 
@@ -107,32 +109,63 @@ def attribute(roots, owner):
     direct = set()
     via_of = {}
     reached = {}
+    pieces = set()
     for kind, name, found in roots:
         for module, suffix, via, rel in found.modules:
             top = owner(module)
-            paths.setdefault(id(top), {}).setdefault((kind, name), name + suffix)
+            held = paths.setdefault(id(top), {})
             via_top = owner(via) if via is not None else None
+            # A root that reaches a submodule (a loop variable, a list of layers) keeps that
+            # submodule alive, not the model above it: a piece holder, unless the same root
+            # also reaches the model itself (or through another model's attributes).
+            whole = module is top or (via_top is not None and via_top is not top)
+            piece = (id(top), kind, name)
+            if (kind, name) not in held:
+                held[(kind, name)] = name + suffix
+                if not whole:
+                    pieces.add(piece)
+            elif whole and piece in pieces:
+                held[(kind, name)] = name + suffix
+                pieces.discard(piece)
             if via_top is None or via_top is top:
                 direct.add(id(top))
             elif id(top) not in via_of:
                 via_of[id(top)] = Via(id(via_top), rel)
         for storage in found.storages:
             reached.setdefault(storage, set()).add((kind, name))
-    return Holders(paths, direct, via_of, reached)
+    return Holders(paths, direct, via_of, reached, pieces)
 
 
 def lister(holders):
-    """``listed(key)``: the listed model a top belongs to (its own id when it is listed)."""
+    """``listed(key)``: the listed model a top belongs to (its own id when it is listed). A
+    top that some root reaches through another model's plain attributes is that model's part,
+    also when a root names it directly (``ema = model.trainer.ema.ema``: ``ema`` is a holder of
+    the part, not a second model); two models that reach each other both stay listed."""
     via_of = holders.via_of
-    direct = holders.direct
 
     def listed(key, hops=0):
-        while key in via_of and key not in direct and hops < 100:
+        start = key
+        while key in via_of and hops < 100:
             key = via_of[key].key
+            if key == start:
+                return start
             hops += 1
         return key
 
     return listed
+
+
+def part_holders(key, home, paths):
+    """The holders of the part ``key`` that reach it other than through its listed model
+    ``home`` ([holder dict]; ``paths``: Holders.paths)."""
+    home_paths = paths.get(home, {})
+    out = []
+    for (kind, name), path in paths.get(key, {}).items():
+        base = home_paths.get((kind, name))
+        if base is not None and path.startswith(base) and path[len(base) : len(base) + 1] in ".[":
+            continue
+        out.append({"kind": kind, "name": short(name), "path": short(path)})
+    return out[:MAX_HOLDERS]
 
 
 def is_optimizer(obj, torch):
@@ -142,9 +175,24 @@ def is_optimizer(obj, torch):
         return False
 
 
-def collect_parts(tops, stats, roots, listed, via_of, params, torch):
+def part_path(key, home, via_of):
+    """The path from the listed model ``home`` to the top ``key`` under it, through the tops
+    between them (``.predictor.model.backend.model``: the predictor's AutoBackend, then its
+    backend's copy), not only from the nearest one."""
+    path = via_of[key].path
+    current = via_of[key].key
+    hops = 0
+    while current != home and current in via_of and hops < 100:
+        path = via_of[current].path + path
+        current = via_of[current].key
+        hops += 1
+    return path
+
+
+def collect_parts(tops, stats, roots, listed, via_of, params, torch, paths=None):
     """``Parts``: models and tensors under a listed model, each storage counted once.
-    ``stats``: {id(top): ModelStats}; ``params``: the storages of every live model."""
+    ``stats``: {id(top): ModelStats}; ``params``: the storages of every live model;
+    ``paths``: Holders.paths (for the holders that name a part directly)."""
     lists = {}
     counted = {}  # id(listed) -> set of storage keys already in its bytes or parts
     keeps = {}
@@ -163,15 +211,17 @@ def collect_parts(tops, stats, roots, listed, via_of, params, torch):
         storages = stats[key].storages
         fresh = {k: n for k, n in storages.items() if k not in counted[home]}
         counted[home].update(storages)
-        path = via_of[key].path.lstrip(".")
-        lists[home].append(
-            {
-                "path": short(path or type(module).__name__),
-                "kind": "model",
-                "className": short(type(module).__name__),
-                "bytes": bytes_by_device(fresh),
-            }
-        )
+        path = part_path(key, home, via_of).lstrip(".")
+        part = {
+            "path": short(path or type(module).__name__),
+            "kind": "model",
+            "className": short(type(module).__name__),
+            "bytes": bytes_by_device(fresh),
+        }
+        named = part_holders(key, home, paths or {})
+        if named:
+            part["holders"] = named
+        lists[home].append(part)
     groups = {}  # (id(listed), id(group)) -> part dict
     for _kind, _name, found in roots:
         for storage, (nbytes, via, group, _big) in found.storages.items():
@@ -214,6 +264,9 @@ def model_entries(tops, stats, holders, parts, truncated):
     """(models, cut): the ``models`` of the message, oldest first, at most ``MAX_MODELS``
     (the largest kept; ``cut`` when some were left out)."""
     out = []
+    pieces = {}  # id(top) -> {(kind, name)} of its piece holders
+    for top, kind, name in holders.pieces:
+        pieces.setdefault(top, set()).add((kind, name))
     for module, order in tops:
         key = id(module)
         if key not in parts.lists:
@@ -225,6 +278,7 @@ def model_entries(tops, stats, holders, parts, truncated):
             stats[key],
             parts.lists[key][:MAX_PARTS],
             truncated,
+            pieces.get(key, ()),
         )
         if entry is not None:
             out.append(entry)
@@ -240,9 +294,11 @@ def model_entries(tops, stats, holders, parts, truncated):
 _KIND_ORDER = {"variable": 0, "output": 1, "traceback": 2}
 
 
-def model_entry(module, order, holder_paths, stats, parts, truncated=False):
+def model_entry(module, order, holder_paths, stats, parts, truncated=False, pieces=()):
     """One entry of ``models`` (dict), or None for a model without parameters or buffers.
-    ``holder_paths``: {(kind, name): path}; ``stats``: its ModelStats; ``parts``: [part]."""
+    ``holder_paths``: {(kind, name): path}; ``stats``: its ModelStats; ``parts``: [part];
+    ``pieces``: the (kind, name) of the holders that reach only submodules of it (they are
+    reported with ``submodule: true`` and do not make it named)."""
     cls = type(module)
     class_name = getattr(cls, "__name__", "Module")
     cls_module = getattr(cls, "__module__", "") or ""
@@ -254,6 +310,8 @@ def model_entry(module, order, holder_paths, stats, parts, truncated=False):
     pairs = sorted(holder_paths.items(), key=lambda p: _KIND_ORDER.get(p[0][0], 3))
     holders = [
         {"kind": kind, "name": short(name), "path": short(path)}
+        if (kind, name) not in pieces
+        else {"kind": kind, "name": short(name), "path": short(path), "submodule": True}
         for (kind, name), path in pairs[:MAX_HOLDERS]
     ]
     unknown = False
@@ -278,14 +336,15 @@ def model_entry(module, order, holder_paths, stats, parts, truncated=False):
             p for p in parts if p["kind"] != "tensor" or sum(p["bytes"].values()) >= BIG_TENSOR
         ],
         "holders": holders,
-        "stale": not unknown and not any(h["kind"] == "variable" for h in holders),
+        "stale": not unknown
+        and not any(h["kind"] == "variable" and not h.get("submodule") for h in holders),
     }
 
 
 def tally_roots(roots, keeps, listed, owner, params, graph_storages):
     """Bytes per root, every storage counted once, in root order: ({(kind, name):
-    RootTally}, attributed storages, {storage: Loose}, owners: see ``keep``)."""
-    owners = {}
+    RootTally}, attributed storages, {storage: Loose}, keepers: see ``keep``)."""
+    keepers = {}
     attributed = set()
     per_root = {}
     loose = {}
@@ -311,13 +370,13 @@ def tally_roots(roots, keeps, listed, owner, params, graph_storages):
         tally.kept.update(kept)
         key = holder_key(kind, name, found)
         tally.holders.add(key)
-        keep(owners, key, name, kept)
+        keep(keepers, key, name, kept)
         by_device = tally.by_device
         for storage, nbytes in kept.items():
             if storage not in attributed:
                 attributed.add(storage)
                 by_device[storage[0]] = by_device.get(storage[0], 0) + nbytes
-    return per_root, attributed, loose, owners
+    return per_root, attributed, loose, keepers
 
 
 def holder_key(kind, name, found):
@@ -330,19 +389,19 @@ def holder_key(kind, name, found):
     return (kind, name)
 
 
-def keep(owners, key, name, kept):
-    """Note in ``owners`` ({StorageKey: {holder key: the first root name of that holder}})
+def keep(keepers, key, name, kept):
+    """Note in ``keepers`` ({StorageKey: {holder key: the first root name of that holder}})
     that the holder ``key`` (root ``name``) keeps the storages ``kept``."""
     for storage in kept:
-        holders = owners.get(storage)
+        holders = keepers.get(storage)
         if holders is None:
-            owners[storage] = {key: name}
+            keepers[storage] = {key: name}
         elif key not in holders:
             holders[key] = name
 
 
-def sharing(per_root, owners):
-    """{(kind, name): Sharing} from the roots' ``kept`` storages and ``owners`` (``keep``), no
+def sharing(per_root, keepers):
+    """{(kind, name): Sharing} from the roots' ``kept`` storages and ``keepers`` (``keep``), no
     new walk; every storage once per root."""
     out = {}
     for root, tally in per_root.items():
@@ -350,7 +409,7 @@ def sharing(per_root, owners):
         shared = {}
         others = set()
         for storage, nbytes in tally.kept.items():
-            holders = owners.get(storage, ())
+            holders = keepers.get(storage, ())
             if len(holders) > 1:
                 shared[storage[0]] = shared.get(storage[0], 0) + nbytes
                 if len(others) < 2 * MAX_SHARED_WITH:
@@ -364,13 +423,13 @@ def sharing(per_root, owners):
     return out
 
 
-def root_rows(per_root, keeps, holders, attributed, truncated, cells=None, owners=None):
+def root_rows(per_root, keeps, holders, attributed, truncated, cells=None, keepers=None):
     """(roots, cut): the ``roots`` of the message, largest first, at most ``MAX_ROOTS``; the
     models no root reaches are one ``hidden`` row. ``cells``: {(kind, name): execution
-    counts} of the output roots (``cells`` of their rows); ``owners``: for ``sole`` and
+    counts} of the output roots (``cells`` of their rows); ``keepers``: for ``sole`` and
     ``shared`` (``sharing``)."""
     cells = cells or {}
-    shares = sharing(per_root, owners or {})
+    shares = sharing(per_root, keepers or {})
     hidden = {}
     hidden_models = set()
     for key, keep in keeps.items():
@@ -461,12 +520,14 @@ def build(
     graph_storages = {}  # variable name -> {storage: nbytes} its graphs keep
     for graph in found.graphs:
         graph_storages[graph["name"]] = graph.pop("storages")
-    parts = collect_parts(tops, stats, roots, listed, holders.via_of, params, torch)
+    parts = collect_parts(tops, stats, roots, listed, holders.via_of, params, torch, holders.paths)
     model_list, models_cut = model_entries(tops, stats, holders, parts, truncated)
-    per_root, attributed, loose, owners = tally_roots(
+    per_root, attributed, loose, keepers = tally_roots(
         roots, parts.keeps, listed, owner, params, graph_storages
     )
-    rows, rows_cut = root_rows(per_root, parts.keeps, holders, attributed, truncated, cells, owners)
+    rows, rows_cut = root_rows(
+        per_root, parts.keeps, holders, attributed, truncated, cells, keepers
+    )
     memory = devices.torch_memory() if cuda else None
     return Census(
         model_list,
@@ -474,6 +535,7 @@ def build(
         unattributed(rows, memory),
         loose_tensors(loose),
         found.graphs,
+        owners.owner_facts(variables, torch, owner, listed, stats, params),
         models_cut or rows_cut or found.cut,
         found.graphless,
     )

@@ -122,6 +122,7 @@ class Inventory:
             "graphs": found.graphs if found else [],
             "allocator": allocator.allocator_fact(),
             "children": self.children(walked.variables),
+            "owners": found.owners if found else [],
         }
 
     def scan_orphans(self):

@@ -120,6 +120,7 @@ export interface IFixCommand {
  * - `delete` → "Delete…" of the model with the variables to delete (it asks);
  * - `detach` → "Fix…" of the graph holder (it asks);
  * - `tensors` → "Move to CPU…" of the variable (it asks, and offers Delete);
+ * - `drop-trainer` → "Drop the finished trainer, keep the model" (it asks);
  * - `restart` → Restart kernel (JupyterLab's confirmation);
  * - `drop-workers` → "Drop…" of the DataLoader workers (it asks).
  */
@@ -150,6 +151,11 @@ export function fixCommand(
         id: CommandIDs.moveTensorsToCpu,
         args: { kernelId, name: fix.name }
       };
+    case 'drop-trainer':
+      return {
+        id: CommandIDs.dropTrainer,
+        args: { kernelId, modelId: fix.modelId, name: fix.name }
+      };
     case 'restart':
       return { id: CommandIDs.restartKernel, args: { kernelId } };
     case 'drop-workers':
@@ -165,8 +171,8 @@ export function fixCommand(
 /**
  * The label of a fix's button, or null for `none` (no button): "Clean GPU"
  * (also for one model: the Clean GPU plan limited to it), "Delete m…",
- * "Fix…", "Move to CPU…", "Restart kernel", "Drop train_loader…". The caption
- * comes from the command.
+ * "Fix…", "Move to CPU…", "Drop the finished trainer, keep the model",
+ * "Restart kernel", "Drop train_loader…". The caption comes from the command.
  */
 export function fixLabel(
   fix: FindingFix,
@@ -181,6 +187,8 @@ export function fixLabel(
       return trans.__('Fix…');
     case 'tensors':
       return trans.__('Move to CPU…');
+    case 'drop-trainer':
+      return trans.__('Drop the finished trainer, keep the model');
     case 'restart':
       return trans.__('Restart kernel');
     case 'drop-workers':

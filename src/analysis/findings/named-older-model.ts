@@ -10,7 +10,7 @@
 import { deletableNames } from '../holders';
 import { formatBytes, listNames, sumBytes } from '../format';
 import { findStackedModels, holderNames } from '../stacking';
-import { modelAndParts, modelName } from './models';
+import { modelAndParts, modelName, namesModel } from './models';
 import type { FindingRule, IFinding } from './types';
 
 /** The named-older-model rule: one finding per older instance still named. */
@@ -24,7 +24,7 @@ export const namedOlderModelRule: FindingRule = ({ inventory }) => {
       .map((model): IFinding => {
         const names = holderNames({
           ...model,
-          holders: model.holders.filter(h => h.kind === 'variable')
+          holders: model.holders.filter(namesModel)
         });
         const deletable = deletableNames(model);
         const bytes = modelAndParts(model);

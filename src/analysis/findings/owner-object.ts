@@ -1,23 +1,51 @@
 /**
  * Owner object: a model with optimizer state or model copies hanging off
  * its attributes (`trainer.ema.ema`, `trainer.optimizer`, `trainer.model`:
- * an Ultralytics YOLO after `train()`, a hand-written trainer). Evidence:
- * each part's path and bytes. Warning when the parts hold at least
+ * an Ultralytics YOLO after `train()`, a hand-written trainer). One finding
+ * per owner: its path, what it holds with bytes ("a model copy (11.5 MiB),
+ * an EMA copy (11.5 MiB), AdamW state (23.0 MiB)"), evidence (each part's
+ * path and bytes) and the fix. Warning when the parts hold at least
  * {@link OWNER_WARN_BYTES} on one CUDA device, else info.
  *
- * Fix: "Delete <var>…" only where one user variable holds the model through
- * an attribute path (`trainer.model` → `trainer`; not a list such as
- * `runs[0].model`, which may hold more) and no other variable reaches it, so
- * that deleting it frees the model and its parts (bytes: both); else no
- * button (bytes: the parts, what dropping the owner would return).
+ * Fix, first that applies:
+ * - an Ultralytics `YOLO` that a user variable names itself, with parts
+ *   under `trainer.` (what `model.train()` leaves) that no other variable
+ *   names ({@link partNamers}): "Drop the finished trainer, keep the model"
+ *   (`drop-trainer`; bytes: the trainer's parts);
+ * - "Delete <var>…" where one user variable holds the model through an
+ *   attribute path (`trainer.model` → `trainer`; not a list such as
+ *   `runs[0].model`, which may hold more) and no other variable reaches it,
+ *   so that deleting it frees the model and its parts (bytes: both);
+ * - else no button (bytes: the parts, what dropping the owner would return).
+ *
+ * Owner objects that are not models (`owners`: a hand-written trainer
+ * holding a model, its EMA copy, optimizer state): one finding per owner,
+ * "trainer (Trainer) holds a model (4.0 MiB, of which 2.0 MiB gradients),
+ * an EMA copy (2.0 MiB), AdamW state (4.0 MiB): deleting trainer frees
+ * 10.0 MiB", fix "Delete trainer…".
+ *
+ * Parts are parts: a copy that a user variable also names (`ema =
+ * model.trainer.ema.ema`) is a holder of that part, never a second model
+ * (`userModels`).
  */
+import type { TranslationBundle } from '@jupyterlab/translation';
+import type {
+  IInventory,
+  IModelInfo,
+  IOwnerObject,
+  IPart
+} from '../../protocol';
 import { formatBytes, formatPlacement, sumBytes } from '../format';
 import { isPythonIdentifier } from '../cleanup';
+import { deletableNames } from '../holders';
 import {
   addBytes,
   maxCudaBytes,
   modelAndParts,
   modelName,
+  namesModel,
+  ownerCopies,
+  reachedThrough,
   userModels
 } from './models';
 import type { FindingFix, FindingRule, IFinding } from './types';
@@ -25,65 +53,296 @@ import type { FindingFix, FindingRule, IFinding } from './types';
 /** Parts on one CUDA device from which an owner object is a warning (64 MiB). */
 export const OWNER_WARN_BYTES = 64 * 2 ** 20;
 
-/** The owner-object rule: one finding per model with optimizer state or model copies. */
-export const ownerObjectRule: FindingRule = ({ inventory }) =>
-  userModels(inventory).flatMap((model): IFinding[] => {
-    const parts = (model.parts ?? []).filter(
-      p => p.kind === 'optimizer' || p.kind === 'model'
+/** Whether a part is an EMA copy: a model part whose path has an `ema` step. */
+function isEma(part: IPart): boolean {
+  return part.kind === 'model' && /(^|\.)ema(\.|$)/.test(part.path);
+}
+
+/**
+ * What the parts are, with bytes, for the explanation: "a model copy
+ * (11.5 MiB), an EMA copy (11.5 MiB), AdamW state (23.0 MiB)".
+ */
+export function describeHoldings(
+  parts: ReadonlyArray<IPart>,
+  trans: TranslationBundle
+): string {
+  return parts
+    .map(p => {
+      const bytes = formatBytes(sumBytes(p.bytes));
+      if (p.kind === 'optimizer') {
+        return trans.__('%1 state (%2)', p.className, bytes);
+      }
+      if (p.kind === 'model') {
+        return isEma(p)
+          ? trans.__('an EMA copy (%1)', bytes)
+          : trans.__('a model copy (%1)', bytes);
+      }
+      return trans.__('tensors (%1)', bytes);
+    })
+    .join(', ');
+}
+
+/**
+ * The variable for "Drop the finished trainer, keep the model", or null: an
+ * Ultralytics `YOLO` wrapper named by a user variable itself, with parts
+ * under `trainer.` (the state `model.train()` leaves on the wrapper).
+ */
+export function finishedTrainerOwner(model: IModelInfo): string | null {
+  const trainer = (model.parts ?? []).some(
+    p => p.path.startsWith('trainer.') && p.kind !== 'tensor'
+  );
+  if (model.family !== 'ultralytics' || model.className !== 'YOLO') {
+    return null;
+  }
+  return trainer ? (deletableNames(model)[0] ?? null) : null;
+}
+
+/**
+ * User variables other than the model's own holders that also name one of
+ * its parts (`ema = model.trainer.ema.ema`, `trainer = model.trainer`): the
+ * part's `holders`, or a model listed on its own that is reached through
+ * `model`. Dropping `model.trainer` would not free what they name.
+ */
+export function partNamers(
+  model: IModelInfo,
+  inventory: IInventory | null
+): string[] {
+  const own = new Set(model.holders.filter(namesModel).map(h => h.name));
+  const names = [
+    // a copy the agent listed on its own (agents before 0.3.x)
+    ...(inventory?.models ?? [])
+      .filter(m => m !== model && reachedThrough(m, model))
+      .flatMap(m => m.holders),
+    // a part's own holders
+    ...(model.parts ?? []).flatMap(p => p.holders ?? [])
+  ]
+    .filter(h => namesModel(h) && !own.has(h.name))
+    .map(h => h.name);
+  return [...new Set(names)];
+}
+
+/**
+ * What an owner object holds, with bytes, for the explanation: "a model
+ * (4.0 MiB, of which 2.0 MiB gradients), an EMA copy (2.0 MiB), AdamW
+ * state (4.0 MiB), tensors (4.0 MiB)".
+ */
+export function describeOwnerHoldings(
+  owner: IOwnerObject,
+  trans: TranslationBundle
+): string {
+  const copies = new Set(ownerCopies(owner));
+  return owner.holds
+    .map(h => {
+      const bytes = formatBytes(sumBytes(h.bytes));
+      if (h.kind === 'optimizer') {
+        return trans.__('%1 state (%2)', h.className, bytes);
+      }
+      if (h.kind === 'tensor') {
+        return trans.__('tensors (%1)', bytes);
+      }
+      if (copies.has(h)) {
+        return /(^|\.)ema(\.|$)/i.test(h.path)
+          ? trans.__('an EMA copy (%1)', bytes)
+          : trans.__('a model copy (%1)', bytes);
+      }
+      const grads = sumBytes(h.grads ?? {});
+      return grads
+        ? trans.__(
+            'a model (%1, of which %2 gradients)',
+            bytes,
+            formatBytes(grads)
+          )
+        : trans.__('a model (%1)', bytes);
+    })
+    .join(', ');
+}
+
+/**
+ * Findings of the owner objects the agent reported (`owners`): a user
+ * variable that is a plain object holding a model and, next to it,
+ * optimizer state, model copies or tensors (a hand-written trainer). Fix:
+ * "Delete trainer…" (asks; identifiers only) through the model's delete
+ * flow; bytes: everything it holds (each storage once).
+ */
+function ownerFindings(inventory: IInventory | null): IFinding[] {
+  const listed = new Map(userModels(inventory).map(m => [m.id, m]));
+  return (inventory?.owners ?? []).flatMap((owner): IFinding[] => {
+    const models = owner.holds.filter(h => h.kind === 'model');
+    const first = models.find(
+      h =>
+        h.id !== undefined &&
+        listed.has(h.id) &&
+        !ownerCopies(owner).includes(h)
     );
-    // A stale model's parts go with it: the stale-model finding frees both.
-    if (!parts.length || model.stale) {
+    if (!first || owner.holds.length < 2) {
       return [];
     }
-    const all = model.parts ?? [];
-    const partBytes: Record<string, number> = {};
-    all.forEach(p => addBytes(partBytes, p.bytes));
-    const variables = model.holders.filter(h => h.kind === 'variable');
-    const roots = [...new Set(variables.map(h => h.name))];
-    const owner =
-      roots.length === 1 &&
-      isPythonIdentifier(roots[0]) &&
-      variables.every(
-        h => h.path.length > h.name.length && h.path[h.name.length] === '.'
-      )
-        ? roots[0]
-        : null;
-    const fix: FindingFix =
-      owner !== null
-        ? { kind: 'delete', modelId: model.id, names: [owner] }
-        : { kind: 'none' };
-    const bytes = owner !== null ? modelAndParts(model) : partBytes;
-    const where = variables[0]?.path ?? modelName(model);
-    const owners = [...new Set(all.map(p => p.path.split(/[.[]/)[0]))];
-    const subject = owners.map(o => `${where}.${o}`).join(', ');
-    const name = modelName(model);
+    const bytes: Record<string, number> = {};
+    owner.holds.forEach(h => addBytes(bytes, h.bytes));
+    const beside: Record<string, number> = {};
+    owner.holds
+      .filter(h => h !== first)
+      .forEach(h => addBytes(beside, h.bytes));
+    const name = owner.name;
+    // Deleting the owner frees its model only if no other variable names it.
+    const alone = (listed.get(first.id!)?.holders ?? [])
+      .filter(namesModel)
+      .every(h => h.name === name);
+    const deletable = alone && isPythonIdentifier(name);
+    const fix: FindingFix = deletable
+      ? { kind: 'delete', modelId: first.id!, names: [name] }
+      : { kind: 'none' };
     return [
       {
         kind: 'owner-object',
-        id: `owner-object:${model.id}`,
-        severity:
-          maxCudaBytes(partBytes) >= OWNER_WARN_BYTES ? 'warning' : 'info',
-        subject,
+        id: `owner-object:${name}`,
+        severity: maxCudaBytes(beside) >= OWNER_WARN_BYTES ? 'warning' : 'info',
+        subject: name,
         bytes,
         explain: trans =>
-          owner !== null
+          deletable
             ? trans.__(
-                '%1 holds %2 together with optimizer state or model copies (%3): deleting %1 frees them all, %4.',
-                owner,
+                '%1 (%2) holds %3: deleting %1 frees %4.',
                 name,
-                formatBytes(sumBytes(partBytes)),
+                owner.className,
+                describeOwnerHoldings(owner, trans),
                 formatBytes(sumBytes(bytes))
               )
             : trans.__(
-                '%1 keeps optimizer state or model copies next to %2: %3.',
-                subject,
+                '%1 (%2) holds %3.',
                 name,
-                formatBytes(sumBytes(partBytes))
+                owner.className,
+                describeOwnerHoldings(owner, trans)
               ),
-        evidence: all.map(
-          p => `${p.path} (${p.className}): ${formatPlacement(p.bytes)}`
+        evidence: owner.holds.map(
+          h => `${h.path} (${h.className}): ${formatPlacement(h.bytes)}`
         ),
         fix
       }
     ];
   });
+}
+
+/** The owner-object rule: one finding per owner object, and per model with optimizer state or model copies. */
+export const ownerObjectRule: FindingRule = ({ inventory }) => {
+  const owners = ownerFindings(inventory);
+  return [...owners, ...modelOwnerFindings(inventory, owners)];
+};
+
+/**
+ * One finding per model with optimizer state or model copies among its
+ * parts, but for a model that an owner's finding (`owners`) tells already.
+ */
+const modelOwnerFindings = (
+  inventory: IInventory | null,
+  owners: IFinding[]
+): IFinding[] => {
+  const ownedBy = new Map(
+    (inventory?.owners ?? []).flatMap(o =>
+      o.holds.filter(h => h.kind === 'model').map(h => [h.id, o.name])
+    )
+  );
+  return userModels(inventory)
+    .filter(model => !owners.some(f => f.subject === ownedBy.get(model.id)))
+    .flatMap((model): IFinding[] => {
+      const parts = (model.parts ?? []).filter(
+        p => p.kind === 'optimizer' || p.kind === 'model'
+      );
+      // A stale model's parts go with it: the stale-model finding frees both.
+      if (!parts.length || model.stale) {
+        return [];
+      }
+      const all = model.parts ?? [];
+      const name = modelName(model);
+      const dropper = finishedTrainerOwner(model);
+      if (dropper !== null) {
+        // A part that another variable names stays after the drop: no button.
+        const namers = partNamers(model, inventory);
+        const held = all.filter(p => p.path.startsWith('trainer.'));
+        const bytes: Record<string, number> = {};
+        held.forEach(p => addBytes(bytes, p.bytes));
+        return [
+          {
+            kind: 'owner-object',
+            id: `owner-object:${model.id}`,
+            severity:
+              maxCudaBytes(bytes) >= OWNER_WARN_BYTES ? 'warning' : 'info',
+            subject: `${dropper}.trainer`,
+            bytes,
+            explain: trans =>
+              namers.length
+                ? trans.__(
+                    '%1.trainer (finished) holds %2; %3 also names part of it: delete %3 first.',
+                    dropper,
+                    describeHoldings(held, trans),
+                    namers.join(', ')
+                  )
+                : trans.__(
+                    '%1.trainer (finished) holds %2: dropping it keeps %1.',
+                    dropper,
+                    describeHoldings(held, trans),
+                    formatBytes(sumBytes(bytes)),
+                    name
+                  ),
+            evidence: held.map(
+              p =>
+                `${dropper}.${p.path} (${p.className}): ${formatPlacement(p.bytes)}`
+            ),
+            fix: namers.length
+              ? { kind: 'none' }
+              : { kind: 'drop-trainer', modelId: model.id, name: dropper }
+          }
+        ];
+      }
+      const partBytes: Record<string, number> = {};
+      all.forEach(p => addBytes(partBytes, p.bytes));
+      const variables = model.holders.filter(namesModel);
+      const roots = [...new Set(variables.map(h => h.name))];
+      const owner =
+        roots.length === 1 &&
+        isPythonIdentifier(roots[0]) &&
+        variables.every(
+          h => h.path.length > h.name.length && h.path[h.name.length] === '.'
+        )
+          ? roots[0]
+          : null;
+      const fix: FindingFix =
+        owner !== null
+          ? { kind: 'delete', modelId: model.id, names: [owner] }
+          : { kind: 'none' };
+      const bytes = owner !== null ? modelAndParts(model) : partBytes;
+      const where = variables[0]?.path ?? modelName(model);
+      const owners = [...new Set(all.map(p => p.path.split(/[.[]/)[0]))];
+      const subject = owners.map(o => `${where}.${o}`).join(', ');
+      return [
+        {
+          kind: 'owner-object',
+          id: `owner-object:${model.id}`,
+          severity:
+            maxCudaBytes(partBytes) >= OWNER_WARN_BYTES ? 'warning' : 'info',
+          subject,
+          bytes,
+          explain: trans =>
+            owner !== null
+              ? trans.__(
+                  '%1 holds %2 together with %3: deleting %1 frees them all, %4.',
+                  owner,
+                  name,
+                  describeHoldings(all, trans),
+                  formatBytes(sumBytes(bytes))
+                )
+              : trans.__(
+                  '%1 keeps %2 next to %3: %4.',
+                  subject,
+                  describeHoldings(all, trans),
+                  name,
+                  formatBytes(sumBytes(partBytes))
+                ),
+          evidence: all.map(
+            p => `${p.path} (${p.className}): ${formatPlacement(p.bytes)}`
+          ),
+          fix
+        }
+      ];
+    });
+};

@@ -70,6 +70,9 @@ export type PerDevice = Record<string, number>;
  * - `tensors`: ask, then move the CUDA tensors of a user variable to the CPU
  *   or delete the variable (`CommandIDs.moveTensorsToCpu`, whose dialog
  *   also offers Delete); `name` is a Python identifier;
+ * - `drop-trainer`: ask, then drop the finished Ultralytics trainer of the
+ *   YOLO that the user variable `name` names, keeping the model
+ *   (`CommandIDs.dropTrainer`); `name` is a Python identifier;
  * - `restart`: restart the kernel, with JupyterLab's confirmation
  *   (`CommandIDs.restartKernel`); `bytes` is what it returns that nothing
  *   else can (the CUDA context and libraries), per device;
@@ -83,6 +86,7 @@ export type FindingFix =
   | { kind: 'delete'; modelId: string; names: string[] }
   | { kind: 'detach'; name: string }
   | { kind: 'tensors'; name: string }
+  | { kind: 'drop-trainer'; modelId: string; name: string }
   | { kind: 'restart'; bytes: PerDevice }
   | { kind: 'drop-workers'; names: string[]; pids: number[] }
   | { kind: 'none' };

@@ -1,4 +1,8 @@
-import { ownerObjectRule } from '../../../src/analysis/findings/owner-object';
+import {
+  describeHoldings,
+  finishedTrainerOwner,
+  ownerObjectRule
+} from '../../../src/analysis/findings/owner-object';
 import { c08Inventory, held, yolo } from '../fixtures';
 import { facts, inventoryOf, MiB, trans } from './helpers';
 
@@ -18,22 +22,57 @@ const parts = [
 ];
 
 describe('owner-object', () => {
-  it('C08: a YOLO with its trainer EMA and optimizer: evidence the parts, no button', () => {
+  it('C08: a YOLO after train(), named by model: Drop the finished trainer, keep the model', () => {
     const [finding] = ownerObjectRule(facts(c08Inventory()));
     expect(finding).toMatchObject({
       kind: 'owner-object',
       severity: 'info',
-      subject: 'runs[0].model.trainer',
+      subject: 'model.trainer',
       bytes: { 'cuda:0': 18 * MiB },
       evidence: [
-        'trainer.ema.ema (DetectionModel): 12.0 MiB on cuda:0',
-        'trainer.optimizer (SGD): 6.0 MiB on cuda:0'
+        'model.trainer.ema.ema (DetectionModel): 12.0 MiB on cuda:0',
+        'model.trainer.optimizer (SGD): 6.0 MiB on cuda:0'
       ],
-      fix: { kind: 'none' }
+      fix: { kind: 'drop-trainer', modelId: '0x7f0000000010', name: 'model' }
     });
     expect(finding.explain(trans)).toBe(
-      'runs[0].model.trainer keeps optimizer state or model copies next to YOLO (yolov8n.yaml): 18.0 MiB.'
+      'model.trainer (finished) holds an EMA copy (12.0 MiB), SGD state (6.0 MiB): dropping it keeps model.'
     );
+  });
+
+  it('what it holds: a model copy, an EMA copy, optimizer state, tensors, with bytes', () => {
+    expect(
+      describeHoldings(
+        [
+          { ...parts[0], path: 'trainer.model' },
+          ...parts,
+          {
+            path: 'trainer.tloss',
+            kind: 'tensor',
+            className: 'Tensor',
+            bytes: { cpu: 2 * MiB }
+          }
+        ],
+        trans
+      )
+    ).toBe(
+      'a model copy (48.0 MiB), an EMA copy (48.0 MiB), SGD state (24.0 MiB), tensors (2.0 MiB)'
+    );
+  });
+
+  it('a YOLO without a plain name, or not a YOLO wrapper, gets no drop-trainer fix', () => {
+    const listed = yolo({
+      parts,
+      holders: [held('variable', 'runs', 'runs[0]')]
+    });
+    expect(finishedTrainerOwner(listed)).toBeNull();
+    const detection = yolo({ className: 'DetectionModel', parts });
+    expect(finishedTrainerOwner(detection)).toBeNull();
+    const other = yolo({
+      parts: [{ ...parts[1], path: 'optimizer' }]
+    });
+    expect(finishedTrainerOwner(other)).toBeNull();
+    expect(finishedTrainerOwner(yolo({ parts }))).toBe('model');
   });
 
   it('warning from 64 MiB of parts on one CUDA device', () => {
@@ -57,7 +96,7 @@ describe('owner-object', () => {
     });
     expect(finding.bytes).toEqual({ 'cuda:0': 120 * MiB });
     expect(finding.explain(trans)).toBe(
-      'trainer holds YOLO (yolov8n.yaml) together with optimizer state or model copies (72.0 MiB): deleting trainer frees them all, 120.0 MiB.'
+      'trainer holds YOLO (yolov8n.yaml) together with an EMA copy (48.0 MiB), SGD state (24.0 MiB): deleting trainer frees them all, 120.0 MiB.'
     );
   });
 
@@ -73,6 +112,10 @@ describe('owner-object', () => {
 
   it('no owner button when another variable also reaches the model; none for a stale model', () => {
     const both = yolo({
+      className: 'Net',
+      family: 'torch',
+      module: '__main__',
+      label: 'Net',
       parts,
       holders: [
         held('variable', 'trainer', 'trainer.model'),

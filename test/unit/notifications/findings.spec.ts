@@ -53,7 +53,8 @@ describe('findings toast', () => {
     for (const id of [
       'gpu-hygiene:clean',
       'gpu-hygiene:open-panel',
-      'gpu-hygiene:free-model'
+      'gpu-hygiene:free-model',
+      'gpu-hygiene:drop-trainer'
     ]) {
       commands.addCommand(id, {
         label: id === 'gpu-hygiene:clean' ? 'Clean GPU' : 'Open',
@@ -125,6 +126,10 @@ describe('findings toast', () => {
       cuda({
         models: [
           yolo({
+            className: 'Net',
+            family: 'torch',
+            module: '__main__',
+            label: 'Net',
             bytes: { 'cuda:0': 48 * MiB },
             parts: [
               {
@@ -140,11 +145,55 @@ describe('findings toast', () => {
     );
     const [toast] = toasts();
     expect(toast.message).toBe(
-      'model.trainer keeps optimizer state or model copies next to YOLO (yolov8n.yaml): 96.0 MiB.'
+      'model.trainer keeps Adam state (96.0 MiB) next to Net: 96.0 MiB.'
     );
     expect(toast.options.actions?.map(a => a.label)).toEqual([
       'Open VRAM panel',
       "Don't warn again"
+    ]);
+    notifier.dispose();
+  });
+
+  it('a finished YOLO training: one toast that fits, with Drop the finished trainer', () => {
+    const { model, notifier, calls } = setup();
+    const part = (path: string, className: string, mib: number) => ({
+      path,
+      kind: path.endsWith('optimizer')
+        ? ('optimizer' as const)
+        : ('model' as const),
+      className,
+      bytes: { 'cuda:0': mib * MiB }
+    });
+    model.apply(
+      cuda({
+        models: [
+          yolo({
+            bytes: { 'cuda:0': 48 * MiB },
+            parts: [
+              part('trainer.model', 'DetectionModel', 48),
+              part('trainer.ema.ema', 'DetectionModel', 48),
+              part('trainer.optimizer', 'AdamW', 96)
+            ]
+          })
+        ]
+      })
+    );
+    const [toast] = toasts();
+    expect(toast.message).toBe(
+      'model.trainer (finished) holds a model copy (48.0 MiB), an EMA copy (48.0 MiB), AdamW state (96.0 MiB): dropping it keeps model.'
+    );
+    expect(toast.message.length).toBeLessThanOrEqual(140);
+    expect(toast.options.actions?.map(a => a.label)).toEqual([
+      'Drop the finished trainer, keep the model',
+      'Open VRAM panel',
+      "Don't warn again"
+    ]);
+    toast.options.actions?.[0].callback(new MouseEvent('click'));
+    expect(calls).toEqual([
+      [
+        'gpu-hygiene:drop-trainer',
+        { kernelId: 'k1', modelId: '0x7f0000000001', name: 'model' }
+      ]
     ]);
     notifier.dispose();
   });
