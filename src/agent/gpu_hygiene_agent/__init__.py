@@ -53,6 +53,7 @@ MODULES = (
     "fingerprint",
     "graphs",
     "owners",
+    "rootbytes",
     "census",
     "lasterror",
     "inventory",

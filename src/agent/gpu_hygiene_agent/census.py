@@ -8,16 +8,13 @@ and kept storages of each model (``collect_parts``), the bytes per root (``tally
 
 from typing import NamedTuple
 
-from . import devices, graphs, models, owners
+from . import devices, graphs, models, owners, rootbytes
 from .limits import (
     BIG_TENSOR,
     HIDDEN_HOLDER,
     MAX_HOLDERS,
     MAX_MODELS,
     MAX_PARTS,
-    MAX_ROOTS,
-    MAX_SHARED_WITH,
-    MAX_TENSORS,
     UNKNOWN_HOLDER,
 )
 from .storage import bytes_by_device
@@ -46,36 +43,6 @@ class Parts(NamedTuple):
 
     lists: dict  # id(listed model) -> [part dict]
     keeps: dict  # id(listed model) -> {StorageKey: nbytes}: own storages and parts
-
-
-class Loose(NamedTuple):
-    """A big tensor under no model, for ``tensors``."""
-
-    nbytes: int
-    kind: str  # the root's kind
-    path: str  # holder name + path suffix
-    meta: dict  # paths.tensor_meta
-
-
-class RootTally:
-    """Bytes of one root while ``tally_roots`` counts them."""
-
-    __slots__ = ("by_device", "holders", "kept", "models", "tensors")
-
-    def __init__(self):
-        self.by_device = {}  # device -> bytes first attributed to this root
-        self.models = set()  # ids of the listed models it reaches
-        self.tensors = 0  # storages under no model first attributed to it
-        self.kept = {}  # StorageKey -> nbytes of every storage it keeps (``sharing``)
-        self.holders = set()  # its holder keys (``holder_key``)
-
-
-class Sharing(NamedTuple):
-    """What one root keeps alone and with others (``sharing``)."""
-
-    sole: dict  # device -> bytes no other holder keeps: what deleting it returns
-    shared: dict  # device -> bytes it keeps that at least one other holder keeps too
-    shared_with: list  # names of other roots keeping some of ``shared`` (variables first)
 
 
 class Census(NamedTuple):
@@ -341,165 +308,6 @@ def model_entry(module, order, holder_paths, stats, parts, truncated=False, piec
     }
 
 
-def tally_roots(roots, keeps, listed, owner, params, graph_storages):
-    """Bytes per root, every storage counted once, in root order: ({(kind, name):
-    RootTally}, attributed storages, {storage: Loose}, keepers: see ``keep``)."""
-    keepers = {}
-    attributed = set()
-    per_root = {}
-    loose = {}
-    for kind, name, found in roots:
-        tally = per_root.get((kind, name))
-        if tally is None:
-            tally = per_root[(kind, name)] = RootTally()
-        kept = {}
-        for module, _suffix, _via, _rel in found.modules:
-            home = listed(id(owner(module)))
-            if home in keeps:
-                tally.models.add(home)
-                kept.update(keeps[home])
-        for storage, (nbytes, via, _group, big) in found.storages.items():
-            if via is None and storage not in params:
-                kept[storage] = nbytes
-                if storage not in attributed:
-                    tally.tensors += 1
-                if big is not None and storage not in loose:
-                    loose[storage] = Loose(nbytes, kind, name + big.path, big.meta)
-        if kind == "variable":
-            kept.update(graph_storages.get(name, {}))
-        tally.kept.update(kept)
-        key = holder_key(kind, name, found)
-        tally.holders.add(key)
-        keep(keepers, key, name, kept)
-        by_device = tally.by_device
-        for storage, nbytes in kept.items():
-            if storage not in attributed:
-                attributed.add(storage)
-                by_device[storage[0]] = by_device.get(storage[0], 0) + nbytes
-    return per_root, attributed, loose, keepers
-
-
-def holder_key(kind, name, found):
-    """Who a walked root is for sharing: a variable or a traceback frame by its name; an
-    output-cache entry by the object it names (its ``Reach``: the walk of one object is done
-    once), so that ``Out[7]``, ``_7`` and ``_`` naming one object are one holder (a cell's
-    cache entries, dropped together)."""
-    if kind == "output":
-        return (kind, id(found))
-    return (kind, name)
-
-
-def keep(keepers, key, name, kept):
-    """Note in ``keepers`` ({StorageKey: {holder key: the first root name of that holder}})
-    that the holder ``key`` (root ``name``) keeps the storages ``kept``."""
-    for storage in kept:
-        holders = keepers.get(storage)
-        if holders is None:
-            keepers[storage] = {key: name}
-        elif key not in holders:
-            holders[key] = name
-
-
-def sharing(per_root, keepers):
-    """{(kind, name): Sharing} from the roots' ``kept`` storages and ``keepers`` (``keep``), no
-    new walk; every storage once per root."""
-    out = {}
-    for root, tally in per_root.items():
-        sole = {}
-        shared = {}
-        others = set()
-        for storage, nbytes in tally.kept.items():
-            holders = keepers.get(storage, ())
-            if len(holders) > 1:
-                shared[storage[0]] = shared.get(storage[0], 0) + nbytes
-                if len(others) < 2 * MAX_SHARED_WITH:
-                    others.update(n for k, n in holders.items() if k not in tally.holders)
-            else:
-                sole[storage[0]] = sole.get(storage[0], 0) + nbytes
-        with_ = sorted(others, key=lambda n: (n.startswith("_") or n.startswith("Out["), n))
-        out[root] = Sharing(sole, shared, [short(n) for n in with_[:MAX_SHARED_WITH]])
-        tally.kept = {}
-        tally.holders = set()
-    return out
-
-
-def root_rows(per_root, keeps, holders, attributed, truncated, cells=None, keepers=None):
-    """(roots, cut): the ``roots`` of the message, largest first, at most ``MAX_ROOTS``; the
-    models no root reaches are one ``hidden`` row. ``cells``: {(kind, name): execution
-    counts} of the output roots (``cells`` of their rows); ``keepers``: for ``sole`` and
-    ``shared`` (``sharing``)."""
-    cells = cells or {}
-    shares = sharing(per_root, keepers or {})
-    hidden = {}
-    hidden_models = set()
-    for key, keep in keeps.items():
-        if key in holders.paths:
-            continue
-        hidden_models.add(key)
-        for storage, nbytes in keep.items():
-            if storage not in attributed:
-                attributed.add(storage)
-                hidden[storage[0]] = hidden.get(storage[0], 0) + nbytes
-    rows = []
-    for (kind, name), tally in per_root.items():
-        share = shares[(kind, name)]
-        if tally.by_device or tally.models or share.sole or share.shared:
-            row = {
-                "kind": kind,
-                "name": short(name),
-                "bytes": tally.by_device,
-                "sole": share.sole,
-                "shared": share.shared,
-                "sharedWith": share.shared_with,
-                "models": len(tally.models),
-                "tensors": tally.tensors,
-            }
-            if kind == "output":
-                row["cells"] = sorted(cells.get((kind, name), ()))
-            rows.append(row)
-    if hidden_models:
-        rows.append(
-            {
-                "kind": "hidden",
-                "name": UNKNOWN_HOLDER if truncated else HIDDEN_HOLDER,
-                "bytes": hidden,
-                "sole": dict(hidden),
-                "shared": {},
-                "sharedWith": [],
-                "models": len(hidden_models),
-                "tensors": 0,
-            }
-        )
-    rows.sort(key=lambda r: sum(r["bytes"].values()), reverse=True)
-    cut = len(rows) > MAX_ROOTS
-    del rows[MAX_ROOTS:]
-    return rows, cut
-
-
-def unattributed(rows, memory):
-    """{device: allocated bytes no root row accounts for} (``memory``: devices.torch_memory())."""
-    out = {}
-    for device, (allocated, _reserved) in (memory or {}).items():
-        total = sum(r["bytes"].get(device, 0) for r in rows)
-        out[device] = max(0, allocated - total)
-    return out
-
-
-def loose_tensors(loose):
-    """The ``tensors`` of the message: the largest loose tensors, at most ``MAX_TENSORS``."""
-    largest = sorted(loose.items(), key=lambda item: item[1].nbytes, reverse=True)
-    return [
-        {
-            "path": short(entry.path),
-            "kind": entry.kind,
-            "device": storage[0],
-            "bytes": entry.nbytes,
-            **entry.meta,
-        }
-        for storage, entry in largest[:MAX_TENSORS]
-    ]
-
-
 def build(
     roots, truncated, cuda, torch, variables, forest, stats_cache, graphless, on_error, cells=None
 ):
@@ -522,18 +330,18 @@ def build(
         graph_storages[graph["name"]] = graph.pop("storages")
     parts = collect_parts(tops, stats, roots, listed, holders.via_of, params, torch, holders.paths)
     model_list, models_cut = model_entries(tops, stats, holders, parts, truncated)
-    per_root, attributed, loose, keepers = tally_roots(
+    per_root, attributed, loose, keepers = rootbytes.tally_roots(
         roots, parts.keeps, listed, owner, params, graph_storages
     )
-    rows, rows_cut = root_rows(
+    rows, rows_cut = rootbytes.root_rows(
         per_root, parts.keeps, holders, attributed, truncated, cells, keepers
     )
     memory = devices.torch_memory() if cuda else None
     return Census(
         model_list,
         rows,
-        unattributed(rows, memory),
-        loose_tensors(loose),
+        rootbytes.unattributed(rows, memory),
+        rootbytes.loose_tensors(loose),
         found.graphs,
         owners.owner_facts(variables, torch, owner, listed, stats, params),
         models_cut or rows_cut or found.cut,
