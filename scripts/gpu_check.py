@@ -211,13 +211,17 @@ def pytest_env(args):
 
 
 def other_gpu_tests(args, listed):
-    """Tests marked ``gpu`` in the modules below that no group names (run after the groups):
-    ``test_trained_model.py`` holds "Drop the finished trainer" on cuda:0 (issue 17)."""
+    """Tests marked ``gpu`` in the modules below that no group names (run after the groups), the
+    fault kinds of issue 17 on cuda:0: "Drop the finished trainer" (``test_trained_model.py``),
+    output-cache cells, hidden copies and CUDA tensor containers (``test_output_copies.py``),
+    the allocator split and DataLoader workers (``test_workers_allocator.py``)."""
     done = subprocess.run(
         [
             *(sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"),
             *("-m", "gpu", "test/agent/test_cases.py", "test/agent/test_gpu_truth.py"),
             "test/agent/test_trained_model.py",
+            "test/agent/test_output_copies.py",
+            "test/agent/test_workers_allocator.py",
         ],
         cwd=ROOT,
         env=pytest_env(args),
