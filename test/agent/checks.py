@@ -665,6 +665,17 @@ def agent_vs_truth(check, s, label):
 # a dataset for model.train (test_gpu_truth.py, test_holders.py)
 
 
+# Kernel code run before an Ultralytics training: the GPU machine may lack the polars wheel
+# (54 MB), which the trainer imports only to read results.csv back into the checkpoint.
+WITHOUT_POLARS = (
+    "try:\n"
+    "    import polars  # noqa: F401\n"
+    "except ImportError:  # results.csv is then not read back (the only use of polars)\n"
+    "    from ultralytics.engine.trainer import BaseTrainer\n"
+    "    BaseTrainer.read_results_csv = lambda self: {}\n"
+)
+
+
 def make_dataset(root, n_train=32, n_val=8, size=320):
     """Random images with one coloured box each and YOLO-format labels; returns data.yaml."""
     import numpy as np

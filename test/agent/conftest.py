@@ -5,6 +5,11 @@ scripts/gpu_check.py and bench/): ``Kernel`` (a real ipykernel and a blocking cl
 cell), and ``load_agent`` (the package loaded in this process, for the tests without a
 kernel)."""
 
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 from kernel_driver import (  # noqa: F401 -- re-exported for the test modules
     AGENT_DIR,
@@ -75,6 +80,40 @@ def generate_clean_cell():
     extension inserts (no Python copy of the generator).
     """
     return clean_cell_generator(compile_cleanup(ROOT / ".make" / "pytest-ts"))
+
+
+@pytest.fixture(scope="session")
+def browser_cells(request):
+    """``run(module, function, *args) -> str``: a cell generator of ``src/analysis/<module>.ts``
+    (``tensorcells``, ``workers``...) called through node with JSON arguments, so the tests run
+    the code the extension inserts. The compiled modules come from ``--cleanup-js``'s folder
+    (a machine without the project's tsc, such as the GPU machine) or are compiled here; node is
+    ``--node`` or the one on PATH. Skips without node, or without tsc and ``--cleanup-js``."""
+    node = request.config.getoption("node") or shutil.which("node")
+    if not node:
+        pytest.skip("node is needed for the browser's cell generators (--node)")
+    given = request.config.getoption("cleanup_js")
+    if given:
+        folder = Path(given).resolve().parent
+    elif (ROOT / "node_modules" / ".bin" / "tsc").exists():
+        folder = compile_cleanup(ROOT / ".make" / "pytest-ts-cells").parent
+    else:
+        pytest.skip("the project's tsc or --cleanup-js is needed for the browser's cells")
+
+    def run(module, function, *args):
+        script = (
+            "const m = require(process.argv[1]);"
+            f"process.stdout.write(m.{function}(...JSON.parse(process.argv[2])));"
+        )
+        done = subprocess.run(
+            [node, "-e", script, str(folder / f"{module}.js"), json.dumps(args)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout
+
+    return run
 
 
 # --------------------------------------------------------------------------------------------

@@ -371,10 +371,10 @@ def holder_names(model, kind=None):
 
 
 def compile_cleanup(out_dir, tsc=None):
-    """Compile the browser's clean-cell generator (``src/analysis/cleanup.ts`` and what it
-    imports) and the variable actions' cells (``src/analysis/tensorcells.ts``) to CommonJS
-    under ``out_dir`` with the project's tsc; returns the path of ``analysis/cleanup.js``
-    (``tensorcells.js`` lies next to it)."""
+    """Compile the browser's cell generators to CommonJS under ``out_dir`` with the project's
+    tsc: the clean cell (``src/analysis/cleanup.ts`` and what it imports), the variable
+    actions' cells (``tensorcells.ts``) and the drop-workers cell (``workers.ts``); returns the
+    path of ``analysis/cleanup.js`` (the others lie next to it)."""
     out = Path(out_dir)
     shutil.rmtree(out, ignore_errors=True)
     subprocess.run(
@@ -385,6 +385,7 @@ def compile_cleanup(out_dir, tsc=None):
             "--skipLibCheck",
             "src/analysis/cleanup.ts",
             "src/analysis/tensorcells.ts",
+            "src/analysis/workers.ts",
         ],
         cwd=ROOT,
         check=True,

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from checks import (
+    WITHOUT_POLARS,
     CellFailed,
     MiB,
     T,
@@ -117,13 +118,8 @@ def test_live_samples_during_training(session, check, request):
     s.run(
         code="import torch\n"
         "from ultralytics import YOLO\n"
-        "try:\n"
-        "    import polars  # noqa: F401\n"
-        "except ImportError:  # the check may run without the polars wheel: results.csv is then\n"
-        "    # not read back into the checkpoint (the only use of polars in training)\n"
-        "    from ultralytics.engine.trainer import BaseTrainer\n"
-        "    BaseTrainer.read_results_csv = lambda self: {}\n"
-        "model = YOLO('yolov8n.yaml').to('cuda:0')\n"
+        + WITHOUT_POLARS
+        + "model = YOLO('yolov8n.yaml').to('cuda:0')\n"
         "torch.cuda.synchronize()"
     )
     pre = dev0(s.sample())

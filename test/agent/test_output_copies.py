@@ -12,12 +12,10 @@ generator sees it. ``[cuda]`` (marked ``gpu``) runs the same expectations on cud
 """
 
 import json
-import shutil
-import subprocess
 
 import pytest
 from checks import MiB, within
-from conftest import DEVICES, ROOT
+from conftest import DEVICES
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -142,34 +140,11 @@ def test_reset_out_leaves_hidden_copies_that_clean_drops(device, session, clean_
         assert within(before - allocated(s), 4 * MiB * len(hidden))
 
 
-def node_cells():
-    """``generate(function, *args)``: a cell of ``src/analysis/tensorcells.ts`` through node."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is needed for the browser's cell generators")
-    from kernel_driver import compile_cleanup
-
-    module = compile_cleanup(ROOT / ".make" / "pytest-ts-tensorcells").parent / "tensorcells.js"
-
-    def generate(function, *args):
-        code = (
-            "const c = require(process.argv[1]);"
-            f"process.stdout.write(c.{function}(...JSON.parse(process.argv[2])));"
-        )
-        done = subprocess.run(
-            [node, "-e", code, str(module), json.dumps(args)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return done.stdout
-
-    return generate
-
-
 @on_both
-def test_cuda_tensor_containers_share_storage_and_move_or_delete(device, session):
-    generate = node_cells()
+def test_cuda_tensor_containers_share_storage_and_move_or_delete(device, session, browser_cells):
+    def generate(function, *args):
+        return browser_cells("tensorcells", function, *args)
+
     s = start(session)
     _, inventory = s.run(
         code="results = [make(f'r{i}') for i in range(3)]\n"

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from checks import make_dataset
+from checks import WITHOUT_POLARS, make_dataset
 from conftest import DEVICES
 
 MiB = 2**20
@@ -210,7 +210,8 @@ def test_drop_the_finished_trainer_keeps_the_model(device, new_kernel, tmp_path)
             return None
         return kernel.evaluate(a="__import__('torch').cuda.memory_allocated()")["a"]
 
-    cell("from ultralytics import YOLO\nimport numpy as np\nmodel = YOLO('yolov8n.yaml')")
+    cell("from ultralytics import YOLO\nimport numpy as np\n" + WITHOUT_POLARS)
+    cell("model = YOLO('yolov8n.yaml')")
     train = train_code(data, tmp_path / "runs").replace("device='cpu'", f"device={dev!r}")
     cell("results = " + train)
     inventory = cell(

@@ -9,15 +9,12 @@
   (``src/analysis/workers.ts`` through node) shuts them down and the inventory shows them gone
   within 5 s."""
 
-import json
 import os
-import shutil
-import subprocess
 import time
 
 import pytest
 from checks import MiB, mib, within
-from conftest import DEVICES, ROOT
+from conftest import DEVICES
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -101,47 +98,14 @@ def test_allocator_fact_matches_memory_stats(device, session, check):
 
 
 @pytest.fixture(scope="module")
-def drop_cell(request):
+def drop_cell(browser_cells):
     """``generate(names, workers) -> str``: the browser's ``generateDropWorkersCell``
-    (``src/analysis/workers.ts`` compiled with the project's tsc, run through node)."""
-    node = request.config.getoption("node") or shutil.which("node")
-    tsc = ROOT / "node_modules" / ".bin" / "tsc"
-    if not node or not tsc.exists():
-        pytest.skip("node and the project's tsc are needed for the browser's cell")
-    out = ROOT / ".make" / "pytest-ts-workers"
-    shutil.rmtree(out, ignore_errors=True)
-    subprocess.run(
-        [
-            str(tsc),
-            *("--outDir", str(out), "--rootDir", "src", "--module", "commonjs"),
-            *("--target", "es2018", "--moduleResolution", "node", "--esModuleInterop"),
-            "--skipLibCheck",
-            "src/analysis/workers.ts",
-        ],
-        cwd=ROOT,
-        check=True,
-    )
-    module = str((out / "analysis" / "workers.js").resolve())
-    script = (
-        "const w = require(process.argv[1]);"
-        "process.stdout.write(w.generateDropWorkersCell(JSON.parse(process.argv[2]),"
-        " Number(process.argv[3])));"
-    )
+    (``src/analysis/workers.ts``, through node: the ``browser_cells`` fixture)."""
 
     def generate(names, workers):
-        done = subprocess.run(
-            [node, "-e", script, module, json_list(names), str(workers)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return done.stdout
+        return browser_cells("workers", "generateDropWorkersCell", list(names), workers)
 
     return generate
-
-
-def json_list(names):
-    return json.dumps(list(names))
 
 
 SETUP = (
