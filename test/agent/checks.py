@@ -285,13 +285,21 @@ class CellFailed(AssertionError):
 
 
 # Records network use in a kernel (an audit hook, before anything else runs there): the check
-# runs offline and must see no download attempt, not even a failed one.
+# runs offline and must see no download attempt, not even a failed one. A Unix-domain socket
+# is no network: multiprocessing's DataLoader workers connect to their listener through one
+# (seen on the H200, 2026-12-01).
 NET_AUDIT = r"""
-import sys, types
+import socket, sys, types
 m = sys.modules.setdefault("_gpu_check_net", types.ModuleType("_gpu_check_net"))
 m.events = []
-def hook(event, args, events=m.events):
+def hook(event, args, events=m.events, local=getattr(socket, "AF_UNIX", None)):
     if event in ("socket.connect", "socket.getaddrinfo", "urllib.Request", "http.client.connect"):
+        if event == "socket.connect" and local is not None:
+            try:
+                if args[0].family == local:
+                    return
+            except Exception:
+                pass
         if len(events) < 50:
             try:
                 events.append(f"{event} {args[:2]!r}"[:200])
