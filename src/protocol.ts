@@ -225,9 +225,9 @@ const inventory = z.object({
   unattributed: bytesPerDevice,
   tensors: z.array(tensorInfo).check(z.maxLength(1000)),
   graphs: z.array(graphHolder).check(z.maxLength(1000)),
-  allocator: z.optional(z.nullable(allocator)),
-  children: z.optional(children),
-  owners: z.optional(z.array(ownerObject).check(z.maxLength(1000)))
+  allocator: z.nullable(allocator),
+  children,
+  owners: z.array(ownerObject).check(z.maxLength(1000))
 });
 
 const beforeAfter = z.object({ before: bytes, after: bytes });

@@ -98,7 +98,17 @@ export function c01Inventory(): IInventory {
     ],
     unattributed: {},
     tensors: [],
-    graphs: []
+    graphs: [],
+    allocator: null,
+    children: {
+      visible: true,
+      source: 'proc',
+      reason: null,
+      truncated: false,
+      processes: [],
+      holders: []
+    },
+    owners: []
   };
 }
 

@@ -35,8 +35,8 @@ describe('a hand-written trainer (real inventories)', () => {
     expect(findStackedModels(trainer)).toEqual([]);
   });
 
-  it('without the owners fact (an older agent) the EMA copy stacked as a second Sequential', () => {
-    const older = { ...trainer, owners: undefined };
+  it('without the owners fact the EMA copy would stack as a second Sequential', () => {
+    const older = { ...trainer, owners: [] };
     expect(findStackedModels(older)).toHaveLength(1);
   });
 
