@@ -4,6 +4,7 @@
  * ({@link leakTrend} judges one device; this picks the device).
  */
 import type { ISample } from '../protocol';
+import type { IFinding } from './findings/types';
 import { cellRows, ICellMark } from './cells';
 import { ILeakSettings, ILeakTrend, leakTrend } from './trend';
 
@@ -47,4 +48,44 @@ export function findLeak(
     }
   }
   return null;
+}
+
+/** The finding kinds that name a holder of growing tensors. */
+const HOLDING_KINDS: ReadonlyArray<IFinding['kind']> = [
+  'output-tensors',
+  'graph-holder',
+  'cuda-tensors',
+  'traceback-tensors'
+];
+
+/**
+ * What the inventory already knows holds a climb that spans cells: the
+ * largest finding of a kind that keeps tensors (the output cache, a graph
+ * holder, a variable's CUDA tensors, the last traceback) with at least one
+ * cell's growth (`trend.rate` bytes) on the climbing device, or null (then
+ * the toast keeps its general hint). Inside one running cell the inventory
+ * is the previous cell's, so nothing is named there.
+ *
+ * @param trend - a rising trend from {@link findLeak}.
+ * @param findings - the kernel's findings, largest first.
+ */
+export function leakHolder(
+  trend: ILeakTrend,
+  findings: ReadonlyArray<IFinding>
+): IFinding | null {
+  if (trend.basis !== 'cells') {
+    return null;
+  }
+  const device = `cuda:${trend.device}`;
+  let best: IFinding | null = null;
+  for (const finding of findings) {
+    const bytes = finding.bytes[device] ?? 0;
+    if (!HOLDING_KINDS.includes(finding.kind) || bytes < trend.rate) {
+      continue;
+    }
+    if (!best || bytes > (best.bytes[device] ?? 0)) {
+      best = finding;
+    }
+  }
+  return best;
 }

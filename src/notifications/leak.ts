@@ -1,11 +1,13 @@
 /**
  * Leak trend: one warning per kernel while PyTorch's allocated memory climbs
  * steadily (cell after cell, or inside one long cell), updated in place as
- * the figures change. Once the user closed it, it stays quiet until the
+ * the figures change. Across cells it names what the inventory already knows
+ * holds the growth (`leakHolder`: the output cache, a graph holder...). Once the user closed it, it stays quiet until the
  * climb stops (the toast is then forgotten; a new climb warns again).
  * Setting: `warnOnLeak` (and `leakMinPoints`, `leakMinR2`).
  */
-import { findLeak } from '../analysis/leak';
+import { factsOf, findings } from '../analysis/findings';
+import { findLeak, leakHolder } from '../analysis/leak';
 import { FLOOR_SIZE } from '../analysis/trend';
 import type { GpuKernelModel } from '../model';
 import type { IGpuSettings } from '../tokens';
@@ -22,7 +24,8 @@ export function leakRule({ trans, actions }: IRuleContext): IToastRule {
       return [];
     }
     const devices = model.latestSample?.devices.length ?? 1;
-    const message = describeLeak(trend, trans, devices);
+    const holder = leakHolder(trend, findings(factsOf(model)));
+    const message = describeLeak(trend, trans, devices, holder);
     return [
       {
         key: '',

@@ -15,6 +15,7 @@ import {
 } from '../analysis/format';
 import type { IGraphRow } from '../analysis/graphs';
 import { namesModel } from '../analysis/findings/models';
+import type { IFinding } from '../analysis/findings/types';
 import { holderNames, IStackedGroup } from '../analysis/stacking';
 import type { ILeakTrend } from '../analysis/trend';
 import type { IAllocator, ICleaned, IModelInfo } from '../protocol';
@@ -111,12 +112,13 @@ export function describeStacking(
 export function describeLeak(
   trend: ILeakTrend,
   trans: TranslationBundle,
-  devices = 1
+  devices = 1,
+  holder: Pick<IFinding, 'kind' | 'subject'> | null = null
 ): string {
   const where = devices > 1 ? trans.__(' on cuda:%1', trend.device) : '';
-  const hint = trans.__(
-    'Tensors kept alive? e.g. losses.append(loss), not loss.item()'
-  );
+  const hint = holder
+    ? leakHint(holder, trans)
+    : trans.__('Tensors kept alive? e.g. losses.append(loss), not loss.item()');
   const text =
     trend.basis === 'cells'
       ? trans.__(
@@ -134,6 +136,33 @@ export function describeLeak(
           hint
         );
   return text.length <= MAX_TOAST ? text : `${text.slice(0, MAX_TOAST - 1)}…`;
+}
+
+/**
+ * The leak toast's hint when the inventory names what holds the growth
+ * ({@link leakHolder}): the holder and its fix, in a few words.
+ */
+function leakHint(
+  holder: Pick<IFinding, 'kind' | 'subject'>,
+  trans: TranslationBundle
+): string {
+  const subject =
+    holder.subject.length > 40
+      ? `${holder.subject.slice(0, 39)}…`
+      : holder.subject;
+  switch (holder.kind) {
+    case 'output-tensors':
+      return trans.__(
+        'Held by the output cache (%1): Clean GPU drops it.',
+        subject
+      );
+    case 'graph-holder':
+      return trans.__('%1 keeps autograd graphs: store loss.item().', subject);
+    case 'traceback-tensors':
+      return trans.__('Held by the last traceback: Clean GPU clears it.');
+    default:
+      return trans.__('Held by %1.', subject);
+  }
 }
 
 /**

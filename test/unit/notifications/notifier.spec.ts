@@ -199,7 +199,7 @@ describe('GpuNotifier wiring', () => {
     expect(
       [
         'Stacked YOLO',
-        'val_losses keeps',
+        'val_losses keeps 4 autograd graphs alive',
         'PyTorch allocated climbs',
         'CUDA out of memory in cell [7]',
         'Clean GPU freed'
@@ -210,7 +210,7 @@ describe('GpuNotifier wiring', () => {
     expect(
       [
         'Stacked YOLO',
-        'val_losses keeps',
+        'val_losses keeps 4 autograd graphs alive',
         'PyTorch allocated climbs',
         'CUDA out of memory in cell [7]',
         'Clean GPU freed'
@@ -233,7 +233,7 @@ describe('GpuNotifier wiring', () => {
       [
         'CUDA out of memory in cell [7]',
         'Clean GPU freed',
-        'val_losses keeps'
+        'val_losses keeps 4 autograd graphs alive'
       ].map(count)
     ).toEqual([2, 2, 0]);
     notifier.dispose();

@@ -1,0 +1,90 @@
+import { nullTranslator } from '@jupyterlab/translation';
+import type { IFinding } from '../../src/analysis/findings';
+import { leakHolder } from '../../src/analysis/leak';
+import type { ILeakTrend } from '../../src/analysis/trend';
+import { describeLeak } from '../../src/notifications/text';
+
+const MiB = 2 ** 20;
+const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
+
+/** A climb of 64 MiB per cell on cuda:0 over 5 cells (the H200 trial's shape). */
+function trend(overrides: Partial<ILeakTrend> = {}): ILeakTrend {
+  return {
+    verdict: 'rising',
+    slope: 64 * MiB,
+    r2: 0.99,
+    points: 5,
+    basis: 'cells',
+    device: 0,
+    rate: 64 * MiB,
+    executionCount: null,
+    ...overrides
+  } as ILeakTrend;
+}
+
+function finding(
+  kind: IFinding['kind'],
+  subject: string,
+  mib: number,
+  device = 'cuda:0'
+): IFinding {
+  return {
+    kind,
+    id: `${kind}:${subject}`,
+    severity: 'warning',
+    subject,
+    bytes: { [device]: mib * MiB },
+    explain: () => '',
+    evidence: [],
+    fix: { kind: 'none' }
+  } as unknown as IFinding;
+}
+
+describe('leak trend: naming what the inventory knows holds the growth', () => {
+  it('three displayed 64 MiB tensors: the output cache, not losses.append', () => {
+    const holder = leakHolder(trend(), [
+      finding('cuda-context', 'cuda:0', 600),
+      finding('output-tensors', '_, __, ___', 192)
+    ]);
+    expect(holder?.kind).toBe('output-tensors');
+    const text = describeLeak(trend(), trans, 1, holder);
+    expect(text).toContain('Held by the output cache (_, __, ___)');
+    expect(text).toContain('Clean GPU drops it');
+    expect(text).not.toContain('losses.append');
+    expect(text.length).toBeLessThanOrEqual(140);
+  });
+
+  it('a graph holder is named with its fix', () => {
+    const holder = leakHolder(trend(), [
+      finding('graph-holder', 'val_losses', 1024)
+    ]);
+    expect(describeLeak(trend(), trans, 1, holder)).toContain(
+      'val_losses keeps autograd graphs: store loss.item().'
+    );
+  });
+
+  it('the largest holder on the climbing device wins; smaller than one cell is no holder', () => {
+    const found = [
+      finding('cuda-tensors', 'results', 300),
+      finding('cuda-tensors', 'small', 8),
+      finding('traceback-tensors', 'last traceback', 900, 'cuda:1')
+    ];
+    expect(leakHolder(trend(), found)?.subject).toBe('results');
+    expect(leakHolder(trend({ device: 1 }), found)?.kind).toBe(
+      'traceback-tensors'
+    );
+    expect(
+      leakHolder(trend(), [finding('cuda-tensors', 'small', 8)])
+    ).toBeNull();
+  });
+
+  it('inside one running cell nothing is named (the inventory is the previous cell’s)', () => {
+    const inCell = trend({ basis: 'samples', executionCount: null });
+    expect(
+      leakHolder(inCell, [finding('output-tensors', '_', 4096)])
+    ).toBeNull();
+    expect(describeLeak(inCell, trans, 1, null)).toContain(
+      'losses.append(loss)'
+    );
+  });
+});
