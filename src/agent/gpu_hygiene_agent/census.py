@@ -261,6 +261,13 @@ def model_entries(tops, stats, holders, parts, truncated):
 _KIND_ORDER = {"variable": 0, "output": 1, "traceback": 2}
 
 
+def model_id(module, order):
+    """A model's ``id`` in the protocol (str): its address and creation order. The address
+    alone is reused once a model dies, and a new model must never be taken for an old one
+    (a dismissed toast, a stacked pair)."""
+    return f"{id(module):#x}-{order}"
+
+
 def model_entry(module, order, holder_paths, stats, parts, truncated=False, pieces=()):
     """One entry of ``models`` (dict), or None for a model without parameters or buffers.
     ``holder_paths``: {(kind, name): path}; ``stats``: its ModelStats; ``parts``: [part];
@@ -289,7 +296,7 @@ def model_entry(module, order, holder_paths, stats, parts, truncated=False, piec
         name = UNKNOWN_HOLDER if unknown else HIDDEN_HOLDER
         holders = [{"kind": "hidden", "name": name, "path": name}]
     return {
-        "id": hex(id(module)),
+        "id": model_id(module, order),
         "order": order,
         "className": short(class_name),
         "module": short(cls_module),
@@ -343,7 +350,9 @@ def build(
         rootbytes.unattributed(rows, memory),
         rootbytes.loose_tensors(loose),
         found.graphs,
-        owners.owner_facts(variables, torch, owner, listed, stats, params),
+        owners.owner_facts(
+            variables, torch, owner, listed, stats, params, {id(m): model_id(m, o) for m, o in tops}
+        ),
         models_cut or rows_cut or found.cut,
         found.graphless,
     )

@@ -75,11 +75,12 @@ def _grads(module):
     return storages
 
 
-def owner_facts(variables, torch, owner, listed, stats, params):
+def owner_facts(variables, torch, owner, listed, stats, params, ids):
     """The ``owners`` of the inventory ([dict], at most ``MAX_OWNERS``): the user variables
     (``variables``: [(name, value)]) that are plain objects holding at least one model through
     an attribute. ``owner(module)``: its top-level model; ``listed(id)``: the listed model a
-    top belongs to; ``stats``: {id(top): ModelStats}; ``params``: every live model's storages."""
+    top belongs to; ``stats``: {id(top): ModelStats}; ``params``: every live model's storages;
+    ``ids``: {id(top): its protocol id}."""
     tensor_type = torch.Tensor
     module_type = torch.nn.Module
     optimizer_type = getattr(getattr(torch, "optim", None), "Optimizer", None)
@@ -113,7 +114,7 @@ def owner_facts(variables, torch, owner, listed, stats, params):
                     {
                         "path": path,
                         "kind": "model",
-                        "id": hex(id(top)),
+                        "id": ids.get(id(top), hex(id(top))),
                         "className": short(type(top).__name__),
                         "parameters": entry.parameters,
                         "bytes": bytes_by_device(fresh),
