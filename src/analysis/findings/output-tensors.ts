@@ -12,7 +12,9 @@
  * entry names any more (`cells` empty: `_7` or `__` left behind by
  * `del Out[7]` or `%reset -f out`) are one finding each, "a hidden copy in
  * the output cache (`__`)". Warning when CUDA memory is held, else info.
- * Fix: Clean GPU (its plan drops those cache entries, `planClean`).
+ * Fix: Clean GPU (its plan drops those cache entries, `planClean`) — only
+ * when they hold CUDA memory: the plan leaves entries that hold RAM alone,
+ * so such a finding says so and offers no fix.
  *
  * Without `cells`/`sole` (an older agent) the cell is read from the name
  * (`Out[N]`, `_N`), the slots `_`, `__`, `___` are "a recent cell", and the
@@ -111,10 +113,11 @@ export const outputTensorsRule: FindingRule = ({ inventory }) => {
       : legacySlots
         ? 'output-tensors:_'
         : `output-tensors:copy:${names[0]}`;
+    const onGpu = maxCudaBytes(bytes) > 0;
     found.push({
       kind: 'output-tensors',
       id,
-      severity: maxCudaBytes(bytes) > 0 ? 'warning' : 'info',
+      severity: onGpu ? 'warning' : 'info',
       subject,
       bytes,
       ...(sumBytes(shared) > 0 ? { sharedBytes: shared, sharedWith } : {}),
@@ -132,19 +135,26 @@ export const outputTensorsRule: FindingRule = ({ inventory }) => {
             : trans.__('A hidden copy in the output cache (%1)', subject);
         // `tensors` counts what was first attributed here; a copy whose
         // tensors another name counted first says no number
-        const text = tensors
-          ? trans._n(
-              '%2 keeps %1 tensor alive, %3, that no variable names. Clean GPU drops it from the output cache.',
-              '%2 keeps %1 tensors alive, %3, that no variable names. Clean GPU drops them from the output cache.',
-              tensors,
+        const size = formatBytes(sumBytes(bytes));
+        const text = !onGpu
+          ? trans.__(
+              '%1 keeps tensors alive in RAM, %2, that no variable names. Clean GPU leaves output-cache entries that hold no VRAM.',
               what,
-              formatBytes(sumBytes(bytes))
+              size
             )
-          : trans.__(
-              '%1 keeps tensors alive, %2, that no variable names. Clean GPU drops them from the output cache.',
-              what,
-              formatBytes(sumBytes(bytes))
-            );
+          : tensors
+            ? trans._n(
+                '%2 keeps %1 tensor alive, %3, that no variable names. Clean GPU drops it from the output cache.',
+                '%2 keeps %1 tensors alive, %3, that no variable names. Clean GPU drops them from the output cache.',
+                tensors,
+                what,
+                size
+              )
+            : trans.__(
+                '%1 keeps tensors alive, %2, that no variable names. Clean GPU drops them from the output cache.',
+                what,
+                size
+              );
         return sumBytes(shared) > 0
           ? `${text} ${trans.__(
               '%1 more is shared with %2 and stays.',
@@ -154,7 +164,7 @@ export const outputTensorsRule: FindingRule = ({ inventory }) => {
           : text;
       },
       evidence: names,
-      fix: { kind: 'clean', plan: {} }
+      fix: onGpu ? { kind: 'clean', plan: {} } : { kind: 'none' }
     });
   }
   return found;

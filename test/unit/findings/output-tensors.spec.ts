@@ -3,6 +3,7 @@ import {
   outputTensorsRule
 } from '../../../src/analysis/findings/output-tensors';
 import type { IRootBytes } from '../../../src/protocol';
+import { planClean } from '../../../src/analysis/cleanup';
 import { c01Inventory } from '../fixtures';
 import { facts, inventoryOf, MiB, trans } from './helpers';
 
@@ -52,9 +53,16 @@ describe('output-tensors', () => {
     expect(outputTensorsRule(facts(c01Inventory()))).toEqual([]);
   });
 
-  it('on the CPU it is info', () => {
+  it('on the CPU it is info, and offers no Clean GPU (its plan leaves RAM)', () => {
     const inventory = { ...inventoryOf([]), roots: [root('_2', { cpu: MiB })] };
-    expect(outputTensorsRule(facts(inventory))[0].severity).toBe('info');
+    const [finding] = outputTensorsRule(facts(inventory));
+    expect(finding.severity).toBe('info');
+    expect(finding.fix).toEqual({ kind: 'none' });
+    expect(finding.explain(trans)).toContain(
+      'keeps tensors alive in RAM, 1.0 MiB'
+    );
+    // the plan indeed leaves it: nothing to drop
+    expect(planClean(inventory).outKeys).toEqual([]);
   });
 
   it('outputCell', () => {
