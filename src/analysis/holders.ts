@@ -14,7 +14,7 @@ import type {
 } from '../protocol';
 import { isPythonIdentifier } from './cleanup';
 import { isCudaDevice, sumBytes } from './format';
-import { namesModel } from './findings/models';
+import { namesModel, ownerCopies, userModels } from './findings/models';
 import { holderNames, holderPaths } from './stacking';
 
 /** A part of a model (`trainer.ema.ema`, `trainer.optimizer`) for display. */
@@ -99,7 +99,50 @@ export function modelKind(model: IModelInfo): string {
 }
 
 /**
- * Rows of the holders table.
+ * The models that are not the user's but an owner's copy of one of them
+ * (`trainer.ema` next to `trainer.model`), as part rows of that model:
+ * {model id: [part]}.
+ */
+function ownerCopyParts(
+  inventory: IInventory,
+  listed: ReadonlySet<string>
+): Map<string, IPartRow[]> {
+  const byId = new Map(inventory.models.map(m => [m.id, m]));
+  const out = new Map<string, IPartRow[]>();
+  for (const owner of inventory.owners ?? []) {
+    const copies = ownerCopies(owner);
+    for (const copy of copies) {
+      const model = copy.id === undefined ? undefined : byId.get(copy.id);
+      const host = owner.holds.find(
+        h =>
+          h.kind === 'model' &&
+          !copies.includes(h) &&
+          h.className === copy.className &&
+          h.id !== undefined &&
+          listed.has(h.id)
+      );
+      if (!model || listed.has(model.id) || !host?.id) {
+        continue;
+      }
+      const parts = out.get(host.id) ?? [];
+      parts.push({
+        path: copy.path,
+        kind: 'model',
+        className: model.className,
+        bytes: sumBytes(model.bytes),
+        perDevice: model.bytes
+      });
+      out.set(host.id, parts);
+    }
+  }
+  return out;
+}
+
+/**
+ * Rows of the holders table: the user's models (`userModels`, the one
+ * notion of model the gauge, toasts and findings use). An owner's copy of
+ * a model (a hand-written trainer's `trainer.ema`) is a part row of that
+ * model; modules nothing reaches are left to the `unreachable` finding.
  *
  * @param inventory - the latest inventory (null: no rows).
  * @param sort - column and direction; ties are broken by bytes (largest
@@ -109,15 +152,22 @@ export function holderRows(
   inventory: IInventory | null,
   sort: IHolderSort = DEFAULT_HOLDER_SORT
 ): IHolderRow[] {
-  const rows: IHolderRow[] = (inventory?.models ?? []).map(model => {
+  const models = userModels(inventory);
+  const copies = inventory
+    ? ownerCopyParts(inventory, new Set(models.map(m => m.id)))
+    : new Map<string, IPartRow[]>();
+  const rows: IHolderRow[] = models.map(model => {
     const holders = [...new Set(holderNames(model))];
-    const parts = (model.parts ?? []).map(part => ({
-      path: part.path,
-      kind: part.kind,
-      className: part.className,
-      bytes: sumBytes(part.bytes),
-      perDevice: part.bytes
-    }));
+    const parts = [
+      ...(model.parts ?? []).map(part => ({
+        path: part.path,
+        kind: part.kind,
+        className: part.className,
+        bytes: sumBytes(part.bytes),
+        perDevice: part.bytes
+      })),
+      ...(copies.get(model.id) ?? [])
+    ];
     return {
       model,
       holders,

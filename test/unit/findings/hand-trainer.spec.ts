@@ -6,6 +6,7 @@
  * `test/agent/test_trained_model.py`).
  */
 import { findings, userModels } from '../../../src/analysis/findings';
+import { holderRows } from '../../../src/analysis/holders';
 import { findStackedModels } from '../../../src/analysis/stacking';
 import type { IInventory } from '../../../src/protocol';
 import steps from '../../fixtures/inventory_hand_trainer.json';
@@ -33,6 +34,35 @@ describe('a hand-written trainer (real inventories)', () => {
       'trainer.model'
     ]);
     expect(findStackedModels(trainer)).toEqual([]);
+  });
+
+  it('the panel has one row for it, the EMA copy a part row of the model', () => {
+    const rows = holderRows(trainer);
+    expect(rows.map(r => r.paths)).toEqual([['trainer.model']]);
+    const ema = trainer.models.find(m => m.holders[0].path === 'trainer.ema')!;
+    expect(rows[0].parts).toContainEqual({
+      path: 'trainer.ema',
+      kind: 'model',
+      className: 'Sequential',
+      bytes: 2101248, // two Linear(512, 512), fp32, no gradients
+      perDevice: ema.bytes
+    });
+  });
+
+  it('a module nothing reaches is no row (the unreachable finding covers it)', () => {
+    const orphan = {
+      ...trainer.models[0],
+      id: 'orphan',
+      holders: [
+        { kind: 'hidden' as const, name: '<hidden>', path: '<hidden>' }
+      ],
+      stale: true
+    };
+    const withOrphan = { ...trainer, models: [...trainer.models, orphan] };
+    expect(holderRows(withOrphan).map(r => r.model.id)).not.toContain('orphan');
+    expect(findings(facts(withOrphan)).map(f => f.kind)).toContain(
+      'unreachable'
+    );
   });
 
   it('without the owners fact the EMA copy would stack as a second Sequential', () => {
