@@ -44,6 +44,30 @@ const WORKERS = [
   'batch = next(iter(loader))'
 ].join('\n');
 
+/** A tiny YOLO dataset (4 + 2 random 64×64 images, one box each) and a trained model. */
+const TRAINED = [
+  'import pathlib, numpy as np',
+  'from PIL import Image',
+  'from ultralytics import YOLO',
+  "root = pathlib.Path('data').absolute()",
+  'rng = np.random.default_rng(0)',
+  "for split, n in (('train', 4), ('val', 2)):",
+  "    for d in ('images', 'labels'):",
+  '        (root / d / split).mkdir(parents=True, exist_ok=True)',
+  '    for i in range(n):',
+  '        img = (rng.random((64, 64, 3)) * 255).astype("uint8")',
+  '        img[8:40, 16:48] = (255, 64, 0)',
+  "        Image.fromarray(img).save(root / 'images' / split / f'{i}.jpg')",
+  "        (root / 'labels' / split / f'{i}.txt').write_text('0 0.5 0.375 0.5 0.5')",
+  "(root / 'data.yaml').write_text(",
+  "    f'path: {root}\\ntrain: images/train\\nval: images/val\\nnames:\\n  0: box\\n')",
+  "model = YOLO('yolov8n.yaml')",
+  "model.train(data=str(root / 'data.yaml'), epochs=1, imgsz=64, batch=2,",
+  "            workers=0, device='cpu', plots=False, amp=False, save=False,",
+  "            project=str(root.parent / 'runs'), exist_ok=True, verbose=False)",
+  'None'
+].join('\n');
+
 /**
  * Run `code` in the last cell (an empty one: running a cell adds one below).
  * The source is set through the shared model: typed into the editor, its
@@ -151,6 +175,46 @@ test('findings of a real kernel and the fix of each: owner object, output cache,
   await dialog.getByRole('button', { name: 'Drop' }).click();
   // the workers are gone and reported gone (within 5 s of the cell)
   await expect(workers).toHaveCount(0, { timeout: 5000 });
+  expect(noise).toEqual([]);
+});
+
+test('after a finished Ultralytics training: Drop the finished trainer, keep the model', async ({
+  page
+}) => {
+  const noise = collectNoise(page, /gpu.hygiene|gpu_hygiene|recharts/i);
+  await page.notebook.createNew('trained.ipynb');
+  await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
+    timeout: 120000
+  });
+  await page.locator(gauge).click();
+  await runNew(page, TRAINED);
+  const owner = page
+    .locator(panelId)
+    .locator('.jp-GpuHygiene-finding[data-kind="owner-object"]');
+  await expect(owner).toHaveCount(1, { timeout: 120000 });
+  await expect(owner).toContainText('model.trainer');
+  // one model: the trainer's copies are parts, no stacked-model toast
+  await expect(page.locator(gauge)).toContainText('1 model');
+  await expect(
+    page.locator('.Toastify__toast').filter({ hasText: 'Stacked' })
+  ).toHaveCount(0);
+  const drop = owner.getByRole('button', {
+    name: 'Drop the finished trainer, keep the model'
+  });
+  await drop.click();
+  const dialog = page.locator('.jp-Dialog');
+  await expect(dialog).toContainText('model');
+  await dialog.getByRole('button', { name: 'Drop trainer' }).click();
+  await expect(owner).toHaveCount(0, { timeout: 30000 });
+  // the model still works
+  await runNew(
+    page,
+    "pred = model.predict(np.zeros((64, 64, 3), 'uint8'), verbose=False)\n" +
+      'print(type(model.trainer).__name__, len(pred))'
+  );
+  await expect(
+    page.locator('.jp-OutputArea-output').filter({ hasText: 'NoneType 1' })
+  ).toHaveCount(1);
   expect(noise).toEqual([]);
 });
 
