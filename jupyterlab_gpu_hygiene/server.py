@@ -1,0 +1,135 @@
+"""The server extension: ``GET {base_url}gpu-hygiene/kernels``, this server's kernels, their pids.
+
+The browser sees, through NVML in a kernel, which processes hold memory on a GPU, by pid. Only
+the server knows which of those pids are its own kernels (and so which notebook holds them): this
+read-only endpoint answers that, for the kernels the server's kernel manager runs, from the same
+models as ``/api/kernels`` and ``/api/sessions`` plus the pid of each local kernel process.
+
+It takes no argument (no pid, no kernel id: the query string is never read), answers GET only, and
+is authenticated and authorized like ``/api/kernels`` (auth resource ``kernels``, action
+``read``). It never signals or inspects a process: the pid is the one the kernel's provisioner
+launched, read from the provisioner. Documented in docs/server-extension.md.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from typing import Any
+
+from jupyter_client.provisioning import LocalProvisioner
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from jupyter_server.gateway.managers import GatewayMappingKernelManager
+from jupyter_server.utils import url_path_join
+from tornado import web
+
+#: The route, under the server's ``base_url``.
+ROUTE = ("gpu-hygiene", "kernels")
+#: The resource jupyter_server's authorizer is asked about (the one of ``/api/kernels``).
+AUTH_RESOURCE = "kernels"
+
+
+async def _maybe_await(value: Any) -> Any:
+    """``value``, awaited if it is awaitable: the local kernel and session managers answer
+    synchronously or asynchronously depending on the jupyter_server version, the gateway ones
+    always asynchronously."""
+    return await value if inspect.isawaitable(value) else value
+
+
+def is_gateway(kernel_manager: Any) -> bool:
+    """Whether the kernels live behind a Kernel Gateway (``--GatewayClient.url``): their processes
+    run on another machine, and this server knows no pid."""
+    return isinstance(kernel_manager, GatewayMappingKernelManager)
+
+
+def local_pid(kernel_manager: Any, kernel_id: str) -> int | None:
+    """The OS pid of the process a local provisioner launched for ``kernel_id``, while it runs.
+
+    ``None`` for a gateway kernel, a provisioner that is not a ``LocalProvisioner`` (its process,
+    if any, is not one of this machine's), a kernel being started or restarted (no process yet),
+    and a process that has exited (its pid may already be another process's).
+    """
+    if is_gateway(kernel_manager):
+        return None
+    try:
+        kernel = kernel_manager.get_kernel(kernel_id)
+    except KeyError:  # shut down between the listing and now
+        return None
+    provisioner = getattr(kernel, "provisioner", None)
+    if not isinstance(provisioner, LocalProvisioner):
+        return None
+    process = provisioner.process  # a subprocess.Popen, or None before launch / after cleanup
+    if process is None or process.poll() is not None:
+        return None
+    return process.pid
+
+
+def session_row(model: dict) -> dict:
+    """One session of ``/api/sessions``, as the endpoint lists it under its kernel."""
+    return {
+        "id": model["id"],
+        "path": model.get("path") or "",
+        "name": model.get("name") or "",
+        "type": model.get("type") or "",
+    }
+
+
+def kernel_row(model: dict, pid: int | None, sessions: list) -> dict:
+    """One kernel of ``/api/kernels`` (``model``), renamed to the endpoint's fields."""
+    return {
+        "id": model["id"],
+        "name": model.get("name") or "",
+        "pid": pid,
+        "executionState": model.get("execution_state") or "unknown",
+        "lastActivity": model.get("last_activity"),
+        "connections": int(model.get("connections") or 0),
+        "sessions": sessions,
+    }
+
+
+async def kernels_answer(kernel_manager: Any, session_manager: Any) -> dict:
+    """The endpoint's answer: every running kernel of this server, its sessions and its pid."""
+    kernels = await _maybe_await(kernel_manager.list_kernels())
+    by_kernel: dict[str, list] = {}
+    for session in await _maybe_await(session_manager.list_sessions()):
+        kernel = session.get("kernel") or {}
+        if kernel.get("id"):
+            by_kernel.setdefault(kernel["id"], []).append(session_row(session))
+    return {
+        "kernels": [
+            kernel_row(
+                model, local_pid(kernel_manager, model["id"]), by_kernel.get(model["id"], [])
+            )
+            for model in kernels
+        ],
+        "gateway": is_gateway(kernel_manager),
+    }
+
+
+class GpuHygieneKernelsHandler(APIHandler):
+    """``GET {base_url}gpu-hygiene/kernels``; every other method is answered 405 by tornado."""
+
+    auth_resource = AUTH_RESOURCE
+
+    @web.authenticated
+    @authorized("read", resource=AUTH_RESOURCE)
+    async def get(self) -> None:
+        answer = await kernels_answer(self.kernel_manager, self.session_manager)
+        self.set_header("Cache-Control", "no-store")
+        self.finish(json.dumps(answer))
+
+
+def handlers(base_url: str) -> list:
+    """The extension's routes under ``base_url`` (an exact path: no trailing slash, no
+    capture group, so no argument reaches the handler)."""
+    return [(url_path_join(base_url, *ROUTE), GpuHygieneKernelsHandler)]
+
+
+def _load_jupyter_server_extension(serverapp: Any) -> None:
+    """Registers the handler on the server's web application, under its ``base_url``."""
+    web_app = serverapp.web_app
+    web_app.add_handlers(".*$", handlers(web_app.settings["base_url"]))
+    serverapp.log.info(
+        "jupyterlab_gpu_hygiene: serving %s", url_path_join(serverapp.base_url, *ROUTE)
+    )
