@@ -14,6 +14,9 @@ export YOLO_OFFLINE := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 TS_SOURCES := $(shell find src style schema -type f -not -path 'src/_generated/*' 2>/dev/null) package.json tsconfig.json
+# The Python package around the labextension (the server extension) and the config that enables it.
+PY_SOURCES := $(filter-out jupyterlab_gpu_hygiene/_version.py,$(wildcard jupyterlab_gpu_hygiene/*.py)) \
+	$(wildcard jupyter-config/server-config/*.json)
 
 .PHONY: lab test setup build lint test-unit test-agent test-ui test-gateway test-notebook7 clean help
 
@@ -36,12 +39,16 @@ $(STAMP)/node: package.json package-lock.json | $(STAMP)
 	npm ci --no-audit --no-fund
 	touch $@
 
-# The prebuilt labextension, installed into .venv the way users get it (a wheel install).
-$(STAMP)/build: $(STAMP)/venv $(STAMP)/node $(TS_SOURCES) pyproject.toml install.json
+# The prebuilt labextension and the server extension, installed into .venv the way users get them
+# (a wheel install): the wheel's etc/jupyter/jupyter_server_config.d/jupyterlab_gpu_hygiene.json
+# enables the server extension, so no `jupyter server extension enable` is needed.
+$(STAMP)/build: $(STAMP)/venv $(STAMP)/node $(TS_SOURCES) $(PY_SOURCES) pyproject.toml install.json
 	source $(BIN)/activate
 	npm run build:prod
 	pip install -q --no-build-isolation --no-deps --force-reinstall .
 	jupyter labextension list 2>&1 | grep -E "jupyterlab-gpu-hygiene .*enabled.*OK"
+	jupyter server extension list 2>&1 | grep -E "jupyterlab_gpu_hygiene .*enabled"
+	jupyter server extension list 2>&1 | grep -E "jupyterlab_gpu_hygiene .*OK"
 	touch $@
 
 $(STAMP)/chromium: | $(STAMP)
