@@ -388,6 +388,35 @@ def test_a_dead_kernel_process_is_never_reported_and_its_restart_is(local):
         assert request(local.base + f"api/kernels/{kernel['id']}", method="DELETE")[0] == 204
 
 
+AUTHORIZER = '''
+from jupyter_server.auth.authorizer import Authorizer
+
+
+class NoKernelReading(Authorizer):
+    """Allows everything but reading kernels."""
+
+    def is_authorized(self, handler, user, action, resource):
+        return not (resource == "kernels" and action == "read")
+'''
+
+
+def test_the_authorizer_is_asked_about_reading_kernels(tmp_path):
+    """A server whose authorizer denies ``read`` on ``kernels`` (and nothing else) answers 403,
+    as it does for ``GET /api/kernels``."""
+    (tmp_path / "no_kernel_reading.py").write_text(AUTHORIZER)
+    env = jupyter_env(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
+    server = Server(
+        "authz", tmp_path, env, "--ServerApp.authorizer_class=no_kernel_reading.NoKernelReading"
+    )
+    try:
+        assert server.get("api/kernels")[0] == 403
+        assert server.get(ROUTE)[0] == 403
+        assert server.get("api/contents")[0] == 200  # the token itself is valid
+    finally:
+        stop_and_reap([server], [])
+
+
 def test_the_shipped_config_enables_the_extension(tmp_path):
     """``jupyter server extension list`` with the shipped config file: enabled, validated."""
     env = jupyter_env(tmp_path)
