@@ -47,6 +47,7 @@ const monitorPlugin: JupyterFrontEndPlugin<IGpuMonitor> = {
     const warned = new Set<string>();
     const monitor = new GpuMonitor({
       tracker,
+      serverSettings: app.serviceManager.serverSettings,
       onDropped: (model, reason) => {
         // Logged once per kernel; every drop is counted in the model.
         if (!warned.has(model.kernelId)) {
