@@ -6,6 +6,7 @@
  */
 import {
   IGpuProcessesJoin,
+  IKernelInfo,
   IKnownKernel,
   IOomKernels,
   joinGpuProcesses,
@@ -89,15 +90,16 @@ export function oomKernelsOf(
 }
 
 /**
- * The VRAM a kernel of the server holds, bytes over all devices, as the
- * current kernel's agent sees it (else the first other agent that lists
- * it); null when no agent lists its process.
+ * A kernel of the server on the GPUs, as the current kernel's agent sees it
+ * (else the first other agent that lists its process): its bytes over all
+ * devices (`known`: NVML reported a figure on every device), and what the
+ * join says of it (idle time); null when no agent lists its process.
  */
-export function kernelGpuBytes(
+export function kernelOnGpu(
   monitor: IGpuMonitor,
   kernelId: string,
   now: number = Date.now()
-): { bytes: number; known: boolean } | null {
+): { bytes: number; known: boolean; kernel: IKernelInfo | null } | null {
   const models = [
     ...(monitor.currentModel ? [monitor.currentModel] : []),
     ...monitor.models.filter(m => m !== monitor.currentModel)
@@ -110,7 +112,11 @@ export function kernelGpuBytes(
         (r.kind === 'this-kernel' && model.kernelId === kernelId)
     );
     if (row) {
-      return { bytes: row.total, known: row.unknown.length === 0 };
+      return {
+        bytes: row.total,
+        known: row.unknown.length === 0,
+        kernel: row.kernel
+      };
     }
   }
   return null;

@@ -47,6 +47,15 @@ export namespace CommandIDs {
    * variable naming the YOLO, and `kernelId`).
    */
   export const dropTrainer = 'gpu-hygiene:drop-trainer';
+  /**
+   * Ask, then shut down one kernel of this server with JupyterLab's kernel
+   * manager (args: `kernelId`, a kernel id from the server's
+   * `gpu-hygiene/kernels` answer; without it the dialog lets the user choose
+   * one of those kernels). Never a pid, never a kernel the server does not
+   * list; the dialog names the notebook and the VRAM it frees, and says so
+   * when it is the current notebook's kernel.
+   */
+  export const shutdownKernel = 'gpu-hygiene:shutdown-kernel';
 }
 
 /** What the clean command does with the generated cell. */

@@ -13,6 +13,7 @@
  * pids (`namespace: "container"`) nothing is joined: the rows carry no
  * attribution.
  */
+import type { TranslationBundle } from '@jupyterlab/translation';
 import type { IGpuProcesses, IGpuProcess, IOom } from '../protocol';
 import type {
   IServerKernel,
@@ -180,6 +181,39 @@ export function kernelLabel(kernel: IKernelInfo): string | null {
   }
   const first = kernel.sessions[0];
   return first ? first.name || first.path || null : null;
+}
+
+/** A kernel's execution state in words. */
+export function kernelStateLabel(
+  state: string | null,
+  trans: TranslationBundle
+): string {
+  switch (state) {
+    case 'idle':
+      return trans.__('idle');
+    case 'busy':
+      return trans.__('busy');
+    case 'starting':
+      return trans.__('starting');
+    case 'restarting':
+    case 'autorestarting':
+      return trans.__('restarting');
+    case 'dead':
+      return trans.__('dead');
+    case null:
+    case 'unknown':
+      return trans.__('state unknown');
+    default:
+      return state;
+  }
+}
+
+/** A kernel's name for the user: its notebook's file name, else `kernel 1a2b3c4d`. */
+export function kernelName(
+  kernel: IKernelInfo,
+  trans: TranslationBundle
+): string {
+  return kernelLabel(kernel) ?? trans.__('kernel %1', kernel.id.slice(0, 8));
 }
 
 /** Seconds since an ISO 8601 time, or null when it does not parse or lies ahead. */
