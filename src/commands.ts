@@ -827,7 +827,12 @@ export function addCommands(deps: ICommandDeps): void {
   };
 
   commands.addCommand(CommandIDs.shutdownKernel, {
-    label: trans.__('Shut Down Kernel…'),
+    // Not JupyterLab's "Shut Down Kernel" (the current notebook's, no dialog):
+    // from the palette it lets the user choose one of the server's kernels.
+    label: args =>
+      args.kernelId === undefined
+        ? trans.__('Shut Down a Kernel of This Server…')
+        : trans.__('Shut Down Kernel…'),
     caption: args => {
       const kernel = serverKernel(args.kernelId);
       if (!kernel) {

@@ -31,6 +31,9 @@ import { RootsTable } from './tables/roots';
 import { TensorsTable } from './tables/tensors';
 import { TrendSummary } from './trend';
 
+/** JupyterLab's command that opens a document, or reveals it when it is open. */
+const OPEN_DOCUMENT = 'docmanager:open';
+
 /** Props of the panel view. */
 export interface IPanelViewProps {
   monitor: IGpuMonitor;
@@ -316,8 +319,11 @@ function KernelView(props: {
                     server: monitor.serverKernels.state,
                     sort: processSort,
                     onSort: setProcessSort,
-                    onOpen: path =>
-                      void commands.execute('docmanager:open', { path }),
+                    onOpen: path => {
+                      if (commands.hasCommand(OPEN_DOCUMENT)) {
+                        void commands.execute(OPEN_DOCUMENT, { path });
+                      }
+                    },
                     onShutDown: id =>
                       void commands.execute(CommandIDs.shutdownKernel, {
                         kernelId: id
