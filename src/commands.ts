@@ -1,16 +1,19 @@
 /**
  * Commands: Clean GPU (insert and run the clear_gpu cell), the VRAM panel's
  * per-row actions (free, delete…, fix a graph holder, move a variable's CUDA
- * tensors to the CPU or delete it) and Restart kernel (JupyterLab's own
- * restart, with its confirmation).
+ * tensors to the CPU or delete it), Restart kernel (JupyterLab's own
+ * restart, with its confirmation) and Shut down kernel… (another kernel of
+ * this server that holds the GPU, after a dialog).
  */
 import {
   Dialog,
+  InputDialog,
   ISessionContextDialogs,
   Notification,
   showDialog
 } from '@jupyterlab/apputils';
 import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import type { Kernel } from '@jupyterlab/services';
 import type { ITranslator, TranslationBundle } from '@jupyterlab/translation';
 import type { CommandRegistry } from '@lumino/commands';
 import {
@@ -18,7 +21,12 @@ import {
   isPythonIdentifier,
   planClean
 } from './analysis/cleanup';
-import { formatBytes, sumBytes } from './analysis/format';
+import { formatBytes, formatIdle, sumBytes } from './analysis/format';
+import {
+  baseName,
+  kernelStateLabel,
+  notebookOf
+} from './analysis/gpuprocesses';
 import { canFixGraph, generateDetachCell } from './analysis/graphs';
 import {
   generateDeleteVariableCell,
@@ -33,7 +41,9 @@ import { generateDropTrainerCell, holdingLabels } from './analysis/trainer';
 import { generateDropWorkersCell, workersToDrop } from './analysis/workers';
 import { gpuCleanIcon } from './icons';
 import type { GpuKernelModel } from './model';
+import { kernelOnGpu } from './otherkernels';
 import type { IModelInfo, IRootBytes } from './protocol';
+import type { IServerKernel } from './serverkernels';
 import { CommandIDs, IGpuMonitor } from './tokens';
 
 /** Dependencies of {@link addCommands}. */
@@ -43,6 +53,11 @@ export interface ICommandDeps {
   sessionDialogs: ISessionContextDialogs | null;
   translator: ITranslator;
   trans: TranslationBundle;
+  /**
+   * JupyterLab's kernel manager (`app.serviceManager.kernels`), for Shut
+   * down kernel…; without it that command is disabled.
+   */
+  kernels?: Pick<Kernel.IManager, 'shutdown'>;
 }
 
 /** Arguments accepted by the commands. */
@@ -84,6 +99,20 @@ const deleteArgs = {
         items: { type: 'string' as const },
         description:
           'User variables to delete (default: those that name the model itself); only variables that reach the model and are Python identifiers are kept'
+      }
+    }
+  }
+};
+
+/** Arguments of the shut-down command: a kernel of the server's answer. */
+const shutdownArgs = {
+  args: {
+    type: 'object' as const,
+    properties: {
+      kernelId: {
+        type: 'string' as const,
+        description:
+          'Id of a kernel of this server, as GET gpu-hygiene/kernels lists it (default: choose one in a dialog)'
       }
     }
   }
@@ -710,6 +739,214 @@ export function addCommands(deps: ICommandDeps): void {
         return false;
       }
       return deleteVariable(panel, root, true);
+    }
+  });
+
+  /** A server kernel's name for the user: its notebook's file name, else its first session, else its id. */
+  const kernelTitle = (kernel: IServerKernel): string => {
+    const notebook = notebookOf(kernel.sessions, null);
+    const first = kernel.sessions[0];
+    return notebook
+      ? baseName(notebook)
+      : first?.name ||
+          first?.path ||
+          trans.__('kernel %1', kernel.id.slice(0, 8));
+  };
+  /** The VRAM a kernel holds, in words ("8.0 GiB of VRAM"), as the agents see it. */
+  const vramOf = (kernelId: string): string | null => {
+    const held = kernelOnGpu(monitor, kernelId);
+    return held && (held.bytes > 0 || held.known)
+      ? trans.__('%1 of VRAM', formatBytes(held.bytes))
+      : null;
+  };
+  /**
+   * "python3, idle for 25 min": the server's state, and how long it has been
+   * idle where the browser knows its last cell (the server's last activity
+   * also counts the agent's own messages, so it is not used here).
+   */
+  const kernelState = (kernel: IServerKernel): string => {
+    if (kernel.executionState !== 'idle') {
+      return trans.__(
+        '%1, %2',
+        kernel.name,
+        kernelStateLabel(kernel.executionState, trans)
+      );
+    }
+    const info = kernelOnGpu(monitor, kernel.id)?.kernel;
+    return info?.idleSource === 'cells' && info.idleSeconds !== null
+      ? trans.__('%1, idle for %2', kernel.name, formatIdle(info.idleSeconds))
+      : trans.__('%1, idle', kernel.name);
+  };
+  const serverKernel = (id: unknown): IServerKernel | null =>
+    typeof id === 'string'
+      ? (monitor.serverKernels.answer?.kernels.find(k => k.id === id) ?? null)
+      : null;
+
+  /** Let the user pick one of the server's kernels; null when cancelled. */
+  const chooseKernel = async (
+    kernels: ReadonlyArray<IServerKernel>
+  ): Promise<IServerKernel | null> => {
+    if (!kernels.length) {
+      Notification.info(trans.__('No kernel runs on this server.'), {
+        autoClose: 5000
+      });
+      return null;
+    }
+    const currentId = monitor.currentModel?.kernelId;
+    const held = (k: IServerKernel) => kernelOnGpu(monitor, k.id)?.bytes ?? -1;
+    const sorted = [...kernels].sort((a, b) => held(b) - held(a));
+    const labels = new Map<string, IServerKernel>();
+    for (const k of sorted) {
+      const vram = vramOf(k.id);
+      let label = [
+        kernelTitle(k),
+        k.id === currentId ? trans.__('this notebook') : null,
+        kernelStateLabel(k.executionState, trans),
+        vram
+      ]
+        .filter(Boolean)
+        .join(' · ');
+      if (labels.has(label)) {
+        label = `${label} · ${k.id.slice(0, 8)}`;
+      }
+      labels.set(label, k);
+    }
+    const items = [...labels.keys()];
+    const first = sorted.findIndex(k => k.id !== currentId);
+    const choice = await InputDialog.getItem({
+      title: trans.__('Shut down which kernel?'),
+      label: trans.__('Kernels of this server, largest VRAM first'),
+      items,
+      current: Math.max(0, first),
+      okLabel: trans.__('Next…'),
+      cancelLabel: trans.__('Cancel')
+    });
+    return choice.button.accept && choice.value !== null
+      ? (labels.get(choice.value) ?? null)
+      : null;
+  };
+
+  commands.addCommand(CommandIDs.shutdownKernel, {
+    // Not JupyterLab's "Shut Down Kernel" (the current notebook's, no dialog):
+    // from the palette it lets the user choose one of the server's kernels.
+    label: args =>
+      args.kernelId === undefined
+        ? trans.__('Shut Down a Kernel of This Server…')
+        : trans.__('Shut Down Kernel…'),
+    caption: args => {
+      const kernel = serverKernel(args.kernelId);
+      if (!kernel) {
+        return trans.__(
+          'Choose one of this server’s kernels and shut it down after a confirmation: frees all its VRAM, its variables are lost'
+        );
+      }
+      const vram = vramOf(kernel.id);
+      return vram
+        ? trans.__(
+            'Ask, then shut down the kernel of %1: frees %2, its variables are lost',
+            kernelTitle(kernel),
+            vram
+          )
+        : trans.__(
+            'Ask, then shut down the kernel of %1: frees all its VRAM, its variables are lost',
+            kernelTitle(kernel)
+          );
+    },
+    describedBy: shutdownArgs,
+    isEnabled: args =>
+      !!deps.kernels &&
+      monitor.serverKernels.state.status !== 'missing' &&
+      (args.kernelId === undefined ||
+        monitor.serverKernels.state.status !== 'ok' ||
+        serverKernel(args.kernelId) !== null),
+    execute: async args => {
+      const manager = deps.kernels;
+      if (!manager) {
+        return false;
+      }
+      // The answer as it is now: the dialog names what the server runs.
+      const state = await monitor.serverKernels.refresh(0);
+      if (state.status !== 'ok') {
+        Notification.warning(
+          state.status === 'missing'
+            ? trans.__(
+                'Shut down kernel: this server does not list its kernels (the jupyterlab_gpu_hygiene server extension is not enabled).'
+              )
+            : trans.__(
+                'Shut down kernel: the server’s kernel list could not be read; nothing was shut down.'
+              ),
+          { autoClose: 5000 }
+        );
+        return false;
+      }
+      const kernels = state.answer.kernels;
+      let kernel: IServerKernel | null = null;
+      if (args.kernelId !== undefined) {
+        kernel = kernels.find(k => k.id === args.kernelId) ?? null;
+        if (!kernel) {
+          Notification.warning(
+            trans.__(
+              'That kernel no longer runs on this server; nothing was shut down.'
+            ),
+            { autoClose: 5000 }
+          );
+          return false;
+        }
+      } else {
+        kernel = await chooseKernel(kernels);
+        if (!kernel) {
+          return false;
+        }
+      }
+      const title = kernelTitle(kernel);
+      const current = monitor.currentModel?.kernelId === kernel.id;
+      const vram = vramOf(kernel.id);
+      const frees = vram
+        ? trans.__('it frees %1 and all its variables are lost.', vram)
+        : trans.__(
+            'it frees all the VRAM it holds (how much is not known here) and all its variables are lost.'
+          );
+      const result = await showDialog({
+        title: current
+          ? trans.__('Shut down this notebook’s own kernel (%1)?', title)
+          : trans.__('Shut down the kernel of %1?', title),
+        body: current
+          ? trans.__(
+              'This is the kernel of the notebook you are working in, %1 (%2). Shutting it down stops it: %3 The notebook stays open without a kernel; start one to run it again.',
+              title,
+              kernelState(kernel),
+              frees
+            )
+          : trans.__(
+              'The kernel of %1 (%2) will be shut down: %3 The notebook file is not changed; start a new kernel to run it again.',
+              title,
+              kernelState(kernel),
+              frees
+            ),
+        buttons: [
+          Dialog.cancelButton({ label: trans.__('Cancel') }),
+          Dialog.warnButton({ label: trans.__('Shut down') })
+        ]
+      });
+      if (!result.button.accept) {
+        return false;
+      }
+      try {
+        await manager.shutdown(kernel.id);
+      } catch (reason) {
+        Notification.error(
+          trans.__(
+            'The kernel of %1 could not be shut down: %2',
+            title,
+            reason instanceof Error ? reason.message : String(reason)
+          ),
+          { autoClose: 8000 }
+        );
+        return false;
+      } finally {
+        void monitor.serverKernels.refresh(0);
+      }
+      return true;
     }
   });
 

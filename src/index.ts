@@ -47,6 +47,7 @@ const monitorPlugin: JupyterFrontEndPlugin<IGpuMonitor> = {
     const warned = new Set<string>();
     const monitor = new GpuMonitor({
       tracker,
+      serverSettings: app.serviceManager.serverSettings,
       onDropped: (model, reason) => {
         // Logged once per kernel; every drop is counted in the model.
         if (!warned.has(model.kernelId)) {
@@ -120,11 +121,11 @@ const notificationsPlugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-/** Clean GPU and Restart kernel: commands, palette and Kernel menu. */
+/** Clean GPU, Restart kernel and Shut down kernel…: commands, palette and Kernel menu. */
 const commandsPlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyterlab-gpu-hygiene:commands',
   description:
-    'Adds the Clean GPU and Restart kernel commands to the palette, Kernel menu and notebook toolbar.',
+    'Adds the Clean GPU and Restart kernel commands to the palette, Kernel menu and notebook toolbar, and Shut down kernel… (another kernel of this server that holds the GPU) to the palette and the VRAM panel.',
   autoStart: true,
   requires: [IGpuMonitor],
   optional: [ICommandPalette, IMainMenu, ISessionContextDialogs, ITranslator],
@@ -143,10 +144,15 @@ const commandsPlugin: JupyterFrontEndPlugin<void> = {
       monitor,
       sessionDialogs,
       translator: resolved,
-      trans
+      trans,
+      kernels: app.serviceManager.kernels
     });
     const category = trans.__('GPU Hygiene');
-    for (const command of [CommandIDs.clean, CommandIDs.restartKernel]) {
+    for (const command of [
+      CommandIDs.clean,
+      CommandIDs.restartKernel,
+      CommandIDs.shutdownKernel
+    ]) {
       palette?.addItem({ command, category, args: { isPalette: true } });
     }
     mainMenu?.kernelMenu.addGroup(
@@ -161,7 +167,7 @@ const commandsPlugin: JupyterFrontEndPlugin<void> = {
 const panelPlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyterlab-gpu-hygiene:panel',
   description:
-    'The VRAM panel: time series, per-cell deltas, who holds VRAM and the leak trend of the current kernel.',
+    'The VRAM panel: time series, per-cell deltas, who holds VRAM, the leak trend of the current kernel and what else is on its GPU.',
   autoStart: true,
   requires: [IGpuMonitor],
   optional: [ICommandPalette, IMainMenu, ILayoutRestorer, ITranslator],

@@ -1,7 +1,8 @@
 /**
  * Per-kernel state: the agent's hello, a bounded ring buffer of samples, the
- * latest inventory, a record of each cell's inventory, the last clean result
- * and the last CUDA out-of-memory report. Views read it; only the kernel connection writes it.
+ * latest inventory, a record of each cell's inventory, the last clean result,
+ * the last CUDA out-of-memory report and the last list of the GPU's
+ * processes (NVML). Views read it; only the kernel connection writes it.
  */
 import type { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
@@ -10,6 +11,7 @@ import type {
   IAgentError,
   ICleaned,
   IDeviceSample,
+  IGpuProcesses,
   IHello,
   IInventory,
   IOom,
@@ -132,6 +134,14 @@ export class GpuKernelModel implements IDisposable {
     return this._lastOom;
   }
 
+  /**
+   * The processes NVML listed on the kernel's devices in the agent's last
+   * `gpuProcesses` message, or null (no NVML, an older agent, none yet).
+   */
+  get gpuProcesses(): IGpuProcesses | null {
+    return this._gpuProcesses;
+  }
+
   /** Distinct agent errors received, oldest first (bounded). */
   get agentErrors(): ReadonlyArray<IAgentError> {
     return this._agentErrors;
@@ -160,6 +170,11 @@ export class GpuKernelModel implements IDisposable {
   /** Emitted when a cell failed with CUDA out of memory. */
   get outOfMemory(): ISignal<this, IOom> {
     return this._oomSignal;
+  }
+
+  /** Emitted for each `gpuProcesses` message (the monitor then asks the server who the pids are). */
+  get gpuProcessesChanged(): ISignal<this, IGpuProcesses> {
+    return this._gpuProcessesSignal;
   }
 
   /** Emitted once when the model is disposed (its kernel is no longer used). */
@@ -235,6 +250,10 @@ export class GpuKernelModel implements IDisposable {
         this._lastOom = message;
         this._oomSignal.emit(message);
         break;
+      case 'gpuProcesses':
+        this._gpuProcesses = message;
+        this._gpuProcessesSignal.emit(message);
+        break;
       case 'error':
         if (
           !this._agentErrors.some(
@@ -261,6 +280,7 @@ export class GpuKernelModel implements IDisposable {
     this._inventory = null;
     this._lastCleaned = null;
     this._lastOom = null;
+    this._gpuProcesses = null;
     this._samples = [];
     this._cells = [];
     this._changed.emit();
@@ -309,6 +329,7 @@ export class GpuKernelModel implements IDisposable {
   private _inventory: IInventory | null = null;
   private _lastCleaned: ICleaned | null = null;
   private _lastOom: IOom | null = null;
+  private _gpuProcesses: IGpuProcesses | null = null;
   private _agentErrors: IAgentError[] = [];
   private _dropped = 0;
   private _maxSamples: number;
@@ -317,6 +338,7 @@ export class GpuKernelModel implements IDisposable {
   private _inventoryChanged = new Signal<this, IInventory>(this);
   private _cleanedSignal = new Signal<this, ICleaned>(this);
   private _oomSignal = new Signal<this, IOom>(this);
+  private _gpuProcessesSignal = new Signal<this, IGpuProcesses>(this);
   private _disposed = new Signal<this, void>(this);
 }
 

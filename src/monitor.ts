@@ -4,12 +4,13 @@
  */
 import type { ISessionContext } from '@jupyterlab/apputils';
 import type { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
-import type { Kernel } from '@jupyterlab/services';
+import type { Kernel, ServerConnection } from '@jupyterlab/services';
 import type { ISettingRegistry } from '@jupyterlab/settingregistry';
 import type { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 import { AgentConnection } from './connection';
 import { GpuKernelModel } from './model';
+import { ServerKernels } from './serverkernels';
 import { DEFAULT_SETTINGS, IGpuMonitor, IGpuSettings } from './tokens';
 
 /**
@@ -19,6 +20,9 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
   constructor(options: GpuMonitor.IOptions) {
     this._tracker = options.tracker;
     this._onDropped = options.onDropped;
+    this._serverKernels = new ServerKernels({
+      serverSettings: options.serverSettings
+    });
     this._tracker.widgetAdded.connect(this._onWidgetAdded, this);
     this._tracker.currentChanged.connect(this._updateCurrent, this);
     this._tracker.forEach(panel => this._onWidgetAdded(this._tracker, panel));
@@ -47,6 +51,10 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
 
   get settingsChanged(): ISignal<this, IGpuSettings> {
     return this._settingsChanged;
+  }
+
+  get serverKernels(): ServerKernels {
+    return this._serverKernels;
   }
 
   get currentSessionContext(): ISessionContext | null {
@@ -121,6 +129,7 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
       entry.model.dispose();
     }
     this._entries.clear();
+    this._serverKernels.dispose();
     this._settingObject?.changed.disconnect(this._applySettings, this);
     Signal.clearData(this);
   }
@@ -185,6 +194,9 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
     });
     this._entries.set(kernel.id, { model, connection });
     if (!existing) {
+      // Who the pids NVML lists are: asked of the server when the answer is old.
+      model.gpuProcessesChanged.connect(this._onGpuProcesses, this);
+      model.outOfMemory.connect(this._onGpuProcesses, this);
       this._modelAdded.emit(model);
     }
   }
@@ -214,6 +226,10 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
     }
   }
 
+  private _onGpuProcesses(): void {
+    void this._serverKernels.refresh();
+  }
+
   private _updateCurrent(): void {
     const panel = this._tracker.currentWidget;
     const kernel = panel ? this._kernelOf(panel) : null;
@@ -233,6 +249,7 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
 
   private _tracker: INotebookTracker;
   private _onDropped?: (model: GpuKernelModel, reason: string) => void;
+  private _serverKernels: ServerKernels;
   private _entries = new Map<
     string,
     { model: GpuKernelModel; connection: AgentConnection }
@@ -255,6 +272,11 @@ export namespace GpuMonitor {
     tracker: INotebookTracker;
     /** Called when a kernel message is dropped by validation (logged once per kernel). */
     onDropped?: (model: GpuKernelModel, reason: string) => void;
+    /**
+     * The app's server settings (`serviceManager.serverSettings`), for the
+     * server's kernel list; without them no kernel is attributed.
+     */
+    serverSettings?: ServerConnection.ISettings;
   }
 
   /** What {@link GpuMonitor.debugCounts} returns. */

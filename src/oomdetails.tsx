@@ -1,11 +1,14 @@
 /**
  * The body of the "What to try…" dialog of the CUDA out-of-memory toast: the
- * figures of the failure, what held the device and the advice. Pure: renders
- * its props (names from the kernel are rendered as text).
+ * figures of the failure, what held the device and the advice (first, when
+ * the user's own idle kernels held most of the device, with a Shut down
+ * button per kernel). Pure: renders its props (names from the kernel are
+ * rendered as text).
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
 import { formatBytes } from './analysis/format';
+import type { IOomKernels } from './analysis/gpuprocesses';
 import { describeHolder, oomAdvice, oomHolders } from './analysis/oom';
 import type { IOom } from './protocol';
 
@@ -13,6 +16,10 @@ import type { IOom } from './protocol';
 export interface IOomDetailsProps {
   oom: IOom;
   trans: TranslationBundle;
+  /** The user's idle kernels among the processes on the device (see `oomIdleKernels`). */
+  kernels?: IOomKernels | null;
+  /** "Shut down kernel…" on an advice line (a kernel id of the server's answer). */
+  onShutDown?: (kernelId: string) => void;
 }
 
 /**
@@ -21,8 +28,9 @@ export interface IOomDetailsProps {
  */
 export function OomDetails(props: IOomDetailsProps): JSX.Element {
   const { oom, trans } = props;
-  const holders = oomHolders(oom);
-  const advice = oomAdvice(oom, trans);
+  const kernels = props.kernels ?? null;
+  const holders = oomHolders(oom, kernels, trans);
+  const advice = oomAdvice(oom, trans, kernels);
   const figures: Array<[string, string]> = [
     [trans.__('Error'), `${oom.errorType}: ${oom.message}`],
     [trans.__('Device'), oom.device ?? trans.__('unknown')],
@@ -77,6 +85,21 @@ export function OomDetails(props: IOomDetailsProps): JSX.Element {
         {advice.map(item => (
           <li key={item.id} data-advice={item.id}>
             {item.text}
+            {props.onShutDown && item.shutDown?.length ? (
+              <div className="jp-GpuHygiene-adviceActions">
+                {item.shutDown.map(({ kernelId, name }) => (
+                  <button
+                    key={kernelId}
+                    className="jp-GpuHygiene-action jp-GpuHygiene-action-delete"
+                    data-action="shutdown"
+                    data-kernel-id={kernelId}
+                    onClick={() => props.onShutDown?.(kernelId)}
+                  >
+                    {trans.__('Shut down kernel of %1…', name)}
+                  </button>
+                ))}
+              </div>
+            ) : null}
           </li>
         ))}
       </ul>

@@ -19,6 +19,11 @@ export const COMM_TARGET = 'jupyterlab_gpu_hygiene.v1';
 /** Marker comment that identifies a clean cell (the agent reports `cleaned` after it). */
 export const CLEAN_MARKER = '# gpu-hygiene: clear_gpu';
 
+/** Most processes per device in a `gpuProcesses` message (the agent keeps the largest). */
+export const GPU_PROCESSES_MAX_PER_DEVICE = 64;
+/** Most devices in a `gpuProcesses` message. */
+export const GPU_PROCESSES_MAX_DEVICES = 16;
+
 const bytes = z.int().check(z.minimum(0), z.maximum(Number.MAX_SAFE_INTEGER));
 const nullableBytes = z.nullable(bytes);
 const count = bytes;
@@ -273,6 +278,41 @@ const oom = z.object({
   ultralytics: z.nullable(z.string().check(z.maxLength(200)))
 });
 
+/** The bytes of a process's name and user: `/proc/<pid>/comm` is 15, psutil's names are longer. */
+const processText = z.nullable(z.string().check(z.maxLength(256)));
+
+const gpuProcess = z.object({
+  pid: count,
+  kind: z.enum(['compute', 'graphics', 'both']),
+  used: nullableBytes,
+  name: processText,
+  /**
+   * The agent shortens it to 200 characters (Python's, i.e. code points):
+   * up to 400 UTF-16 units here, and some room for an ellipsis.
+   */
+  cmdline: z.nullable(z.string().check(z.maxLength(512))),
+  user: processText,
+  self: z.boolean()
+});
+
+const gpuProcessDevice = z.object({
+  index: count,
+  processes: z
+    .array(gpuProcess)
+    .check(z.maxLength(GPU_PROCESSES_MAX_PER_DEVICE))
+});
+
+const gpuProcesses = z.object({
+  ...envelope,
+  type: z.literal('gpuProcesses'),
+  t: z.number().check(z.minimum(0)),
+  pid: count,
+  namespace: z.enum(['host', 'container', 'unknown']),
+  devices: z
+    .array(gpuProcessDevice)
+    .check(z.maxLength(GPU_PROCESSES_MAX_DEVICES))
+});
+
 const agentError = z.object({
   ...envelope,
   type: z.literal('error'),
@@ -286,6 +326,7 @@ const kernelMessage = z.discriminatedUnion('type', [
   inventory,
   cleaned,
   oom,
+  gpuProcesses,
   agentError
 ]);
 
@@ -398,6 +439,24 @@ export type ICleaned = z.infer<typeof cleaned>;
  * the versions imported in the kernel.
  */
 export type IOom = z.infer<typeof oom>;
+/**
+ * `gpuProcesses`: the processes NVML lists on each device the kernel sees,
+ * pushed by the agent's sampler thread (at most every 2 s, when the list
+ * changed or 10 s passed). `pid` is the kernel's own (as `hello.pid`).
+ * `namespace`: `host` when NVML's pids are this OS's pids (they can be
+ * joined with the server's kernels), `container` when they are not (the
+ * browser then attributes nothing), `unknown` when the agent could not check.
+ */
+export type IGpuProcesses = z.infer<typeof gpuProcesses>;
+/** The processes of one device (CUDA `index`, as in `sample`), largest `used` first, at most 64. */
+export type IGpuProcessDevice = z.infer<typeof gpuProcessDevice>;
+/**
+ * One process on a device: NVML's `usedGpuMemory` in bytes (`used`, null
+ * when the driver does not report it), `kind` (compute, graphics or both),
+ * its name, command line (at most 200 characters) and owner from `/proc` or
+ * psutil (null when unreadable); `self` for the kernel itself.
+ */
+export type IGpuProcess = z.infer<typeof gpuProcess>;
 /** `error`: an error inside the agent (never shown in a user's cell). */
 export type IAgentError = z.infer<typeof agentError>;
 /** Any valid kernel → browser message. */

@@ -6,6 +6,7 @@ import type { NotebookPanel } from '@jupyterlab/notebook';
 import { Token } from '@lumino/coreutils';
 import type { ISignal } from '@lumino/signaling';
 import type { GpuKernelModel } from './model';
+import type { IServerKernelsAnswer, ServerKernelsState } from './serverkernels';
 
 /** Command ids. */
 export namespace CommandIDs {
@@ -46,6 +47,15 @@ export namespace CommandIDs {
    * variable naming the YOLO, and `kernelId`).
    */
   export const dropTrainer = 'gpu-hygiene:drop-trainer';
+  /**
+   * Ask, then shut down one kernel of this server with JupyterLab's kernel
+   * manager (args: `kernelId`, a kernel id from the server's
+   * `gpu-hygiene/kernels` answer; without it the dialog lets the user choose
+   * one of those kernels). Never a pid, never a kernel the server does not
+   * list; the dialog names the notebook and the VRAM it frees, and says so
+   * when it is the current notebook's kernel.
+   */
+  export const shutdownKernel = 'gpu-hygiene:shutdown-kernel';
 }
 
 /** What the clean command does with the generated cell. */
@@ -105,6 +115,24 @@ export const DEFAULT_SETTINGS: IGpuSettings = {
 };
 
 /**
+ * This server's kernels and their pids (`GET {baseUrl}gpu-hygiene/kernels`,
+ * the server extension), as the monitor last fetched them.
+ */
+export interface IServerKernels {
+  /** Where the browser stands with the list (see `ServerKernelsState`). */
+  readonly state: ServerKernelsState;
+  /** The last valid answer, or null. */
+  readonly answer: IServerKernelsAnswer | null;
+  /** Emitted when the state changed. */
+  readonly changed: ISignal<IServerKernels, ServerKernelsState>;
+  /**
+   * Fetch again unless the last attempt is younger than `maxAgeMs` (default
+   * 5 s; 0 always fetches) or a request is in flight. Never rejects.
+   */
+  refresh(maxAgeMs?: number): Promise<ServerKernelsState>;
+}
+
+/**
  * The GPU monitor: one {@link GpuKernelModel} per kernel, following the
  * notebooks of the application. Views and actions depend on this token only.
  */
@@ -134,6 +162,12 @@ export interface IGpuMonitor {
   panelFor(model: GpuKernelModel): NotebookPanel | null;
   /** Session context of the current notebook, or null. */
   readonly currentSessionContext: ISessionContext | null;
+  /**
+   * This server's kernels and their pids: fetched when a kernel's agent
+   * lists the GPU's processes and the last answer is older than 5 s, and
+   * when the VRAM panel opens.
+   */
+  readonly serverKernels: IServerKernels;
 }
 
 /** The monitor token. */

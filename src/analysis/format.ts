@@ -123,3 +123,29 @@ export function listNames(names: ReadonlyArray<string>, max: number): string {
     ? names.join(', ')
     : `${names.slice(0, max).join(', ')} +${names.length - max}`;
 }
+
+/**
+ * How long something has been idle, coarsely: `40 s`, `25 min`, `2 h 05 min`,
+ * `3 d 4 h`.
+ *
+ * @param seconds - a duration in seconds; `null` or a non-finite or negative
+ *   value gives `"—"`.
+ */
+export function formatIdle(seconds: number | null): string {
+  if (seconds === null || !Number.isFinite(seconds) || seconds < 0) {
+    return '—';
+  }
+  const s = Math.floor(seconds);
+  if (s < 60) {
+    return `${s} s`;
+  }
+  const minutes = Math.floor(s / 60);
+  if (minutes < 60) {
+    return `${minutes} min`;
+  }
+  const hours = Math.floor(minutes / 60);
+  if (hours < 24) {
+    return `${hours} h ${String(minutes % 60).padStart(2, '0')} min`;
+  }
+  return `${Math.floor(hours / 24)} d ${hours % 24} h`;
+}

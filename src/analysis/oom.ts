@@ -22,7 +22,8 @@
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import type { IOom } from '../protocol';
-import { formatBytes, MAX_TOAST } from './format';
+import { formatBytes, formatIdle, MAX_TOAST } from './format';
+import { IOomKernels, kernelName } from './gpuprocesses';
 
 const MiB = 2 ** 20;
 
@@ -84,14 +85,32 @@ export interface IOomHolder {
   label: string;
   /** Bytes on the failed device (null: NVML did not say). */
   bytes: number | null;
+  /** For a `process` that is one of the user's idle kernels: its name (notebook). */
+  kernel?: string;
+}
+
+/** The pids of the user's idle kernels of an OOM, by pid: their names (notebooks). */
+function idleKernelNames(
+  kernels: IOomKernels | null | undefined,
+  trans: TranslationBundle
+): Map<number, string> {
+  return new Map(
+    (kernels?.kernels ?? []).map(k => [k.pid, kernelName(k.kernel, trans)])
+  );
 }
 
 /**
  * What held memory on the failed device, largest first: each stale model,
- * the last traceback, the graph holders, and the other processes by pid.
+ * the last traceback, the graph holders, and the other processes by pid
+ * (those that are the user's idle kernels, `kernels`, with their notebook).
  * Entries of zero bytes are left out.
  */
-export function oomHolders(oom: IOom): IOomHolder[] {
+export function oomHolders(
+  oom: IOom,
+  kernels: IOomKernels | null = null,
+  trans?: TranslationBundle
+): IOomHolder[] {
+  const names = trans ? idleKernelNames(kernels, trans) : new Map();
   const holders: IOomHolder[] = [
     ...oom.stale.map(m => ({
       kind: 'stale' as const,
@@ -103,7 +122,8 @@ export function oomHolders(oom: IOom): IOomHolder[] {
     ...oom.processes.map(p => ({
       kind: 'process' as const,
       label: String(p.pid),
-      bytes: p.used
+      bytes: p.used,
+      ...(names.has(p.pid) ? { kernel: names.get(p.pid) } : {})
     }))
   ];
   return holders
@@ -148,22 +168,33 @@ export function describeHolder(
     case 'graphs':
       return trans.__('autograd graphs %1', bytes);
     case 'process':
-      return trans.__('pid %1 %2', holder.label, bytes);
+      return holder.kernel !== undefined
+        ? trans.__(
+            'your idle kernel of %1 (pid %2) %3',
+            holder.kernel,
+            holder.label,
+            bytes
+          )
+        : trans.__('pid %1 %2', holder.label, bytes);
   }
 }
 
 /**
  * What held the device, by kind, for the toast: all stale models together,
- * the last traceback, the graph holders, all other processes together; the
- * largest first, zero left out, in few words to fit a toast. E.g.
+ * the last traceback, the graph holders, the user's idle kernels together
+ * (`kernels`), all other processes together; the largest first, zero left
+ * out, in few words to fit a toast. E.g.
  * `["graphs 1.0 GiB", "traceback 256.0 MiB", "2 stale models 24.2 MiB"]`.
  */
 export function summarizeHolders(
   oom: IOom,
-  trans: TranslationBundle
+  trans: TranslationBundle,
+  kernels: IOomKernels | null = null
 ): string[] {
   const staleBytes = oom.stale.reduce((sum, m) => sum + m.bytes, 0);
-  const others = oom.processes.reduce((sum, p) => sum + (p.used ?? 0), 0);
+  const idle = new Set((kernels?.kernels ?? []).map(k => k.pid));
+  const rest = oom.processes.filter(p => !idle.has(p.pid));
+  const others = rest.reduce((sum, p) => sum + (p.used ?? 0), 0);
   const kinds: Array<[number, string]> = [
     [
       staleBytes,
@@ -177,11 +208,20 @@ export function summarizeHolders(
     [oom.traceback, trans.__('traceback %1', formatBytes(oom.traceback))],
     [oom.graphs, trans.__('graphs %1', formatBytes(oom.graphs))],
     [
+      kernels?.bytes ?? 0,
+      trans._n(
+        'your idle kernel %2',
+        '%1 idle kernels of yours %2',
+        kernels?.kernels.length ?? 0,
+        formatBytes(kernels?.bytes ?? 0)
+      )
+    ],
+    [
       others,
       trans._n(
         'other process %2',
         '%1 other processes %2',
-        oom.processes.length,
+        rest.length,
         formatBytes(others)
       )
     ]
@@ -196,9 +236,14 @@ export function summarizeHolders(
  * The headline of the OOM toast, at most 140 characters: "CUDA out of memory
  * in cell [7]: tried to allocate 20.0 MiB, 3.2 MiB free of 79.2 GiB. Held:
  * graphs 1.0 GiB, traceback 256.0 MiB +1 more". What held the
- * device ({@link summarizeHolders}) is added, largest first, while it fits.
+ * device ({@link summarizeHolders}, the user's idle `kernels` apart) is
+ * added, largest first, while it fits.
  */
-export function describeOom(oom: IOom, trans: TranslationBundle): string {
+export function describeOom(
+  oom: IOom,
+  trans: TranslationBundle,
+  kernels: IOomKernels | null = null
+): string {
   const figures: string[] = [];
   if (oom.requested !== null) {
     figures.push(trans.__('tried to allocate %1', formatBytes(oom.requested)));
@@ -217,7 +262,7 @@ export function describeOom(oom: IOom, trans: TranslationBundle): string {
         figures.join(', ')
       )
     : trans.__('CUDA out of memory in cell %1.', cellLabel(oom));
-  const holders = summarizeHolders(oom, trans);
+  const holders = summarizeHolders(oom, trans, kernels);
   let text = head;
   for (let shown = holders.length; shown > 0; shown--) {
     const more =
@@ -244,10 +289,23 @@ export interface IAdvice {
   id: string;
   /** The advice, translated. */
   text: string;
+  /**
+   * Kernels the advice offers to shut down (`idle-kernels`): ids of the
+   * server's answer, with their names; absent for other advice.
+   */
+  shutDown?: Array<{ kernelId: string; name: string }>;
 }
+
+/** Most idle kernels named in the advice (the rest are counted). */
+const ADVICE_MAX_KERNELS = 3;
 
 /**
  * What to try after a CUDA out-of-memory error, most specific first.
+ *
+ * First, when the user's own idle kernels (`kernels`, see `oomIdleKernels`)
+ * held most of the device: `idle-kernels`, naming them, with a Shut down
+ * action for each one the server lists. Their pids are then left out of
+ * `processes`.
  *
  * Rules on the figures (any library):
  * - `clean`: stale models or the last traceback hold bytes → Clean GPU frees them;
@@ -263,8 +321,56 @@ export interface IAdvice {
  * and `workers` do (CPU RAM, not VRAM). Without it: a smaller batch with
  * gradient accumulation, `torch.no_grad()` for evaluation, `del` + Clean GPU.
  */
-export function oomAdvice(oom: IOom, trans: TranslationBundle): IAdvice[] {
+export function oomAdvice(
+  oom: IOom,
+  trans: TranslationBundle,
+  kernels: IOomKernels | null = null
+): IAdvice[] {
   const advice: IAdvice[] = [];
+  const idle = kernels?.mostly ? kernels : null;
+  if (idle) {
+    const shown = idle.kernels.slice(0, ADVICE_MAX_KERNELS);
+    const named = shown
+      .map(k =>
+        k.kernel.idleSeconds !== null && k.kernel.idleSource === 'cells'
+          ? trans.__(
+              '%1 (%2, idle for %3)',
+              kernelName(k.kernel, trans),
+              formatBytes(k.bytes),
+              formatIdle(k.kernel.idleSeconds)
+            )
+          : trans.__(
+              '%1 (%2, idle)',
+              kernelName(k.kernel, trans),
+              formatBytes(k.bytes)
+            )
+      )
+      .join(', ');
+    const more =
+      idle.kernels.length > shown.length
+        ? trans.__(' and %1 more', idle.kernels.length - shown.length)
+        : '';
+    advice.push({
+      id: 'idle-kernels',
+      text: trans._n(
+        'Your own idle kernel holds %2 of the %3 in use on this GPU: %4%5. Shut it down to free that memory (its variables are lost).',
+        'Your own idle kernels hold %2 of the %3 in use on this GPU: %4%5. Shut them down to free that memory (their variables are lost).',
+        idle.kernels.length,
+        formatBytes(idle.bytes),
+        formatBytes(idle.inUse),
+        named,
+        more
+      ),
+      shutDown: idle.kernels
+        .filter(k => k.kernel.inServer)
+        .slice(0, ADVICE_MAX_KERNELS)
+        .map(k => ({
+          kernelId: k.kernel.id,
+          name: kernelName(k.kernel, trans)
+        }))
+    });
+  }
+  const idlePids = new Set((idle?.kernels ?? []).map(k => k.pid));
   const staleBytes = oom.stale.reduce((sum, m) => sum + m.bytes, 0);
   const freeable = staleBytes + oom.traceback;
   if (freeable > 0) {
@@ -285,7 +391,9 @@ export function oomAdvice(oom: IOom, trans: TranslationBundle): IAdvice[] {
       )
     });
   }
-  const others = oom.processes.filter(p => p.used === null || p.used > 0);
+  const others = oom.processes.filter(
+    p => !idlePids.has(p.pid) && (p.used === null || p.used > 0)
+  );
   if (others.length) {
     const used = others.reduce((sum, p) => sum + (p.used ?? 0), 0);
     const pids = others

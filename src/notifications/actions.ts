@@ -11,6 +11,7 @@ import type { CommandRegistry } from '@lumino/commands';
 import type { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 import React from 'react';
 import { fixCommand, fixLabel, IFinding } from '../analysis/findings';
+import type { IOomKernels } from '../analysis/gpuprocesses';
 import { OomDetails } from '../oomdetails';
 import type { IOom } from '../protocol';
 import { CommandIDs, IGpuMonitor, IGpuSettings } from '../tokens';
@@ -119,8 +120,33 @@ export class ToastActions {
     return this._command(command.id, command.args, label, 'accent');
   }
 
-  /** The full OOM diagnosis and what to try, in a dialog (no command); a link. */
-  whatToTry(oom: IOom): Notification.IAction {
+  /**
+   * Shut down one of the user's other kernels: the command asks first
+   * ({@link CommandIDs.shutdownKernel}); label "Shut down idle kernel…";
+   * accent.
+   *
+   * @param kernelId - a kernel id of the server's answer (the command checks again).
+   */
+  shutDownKernel(kernelId: string): Notification.IAction {
+    return this._command(
+      CommandIDs.shutdownKernel,
+      { kernelId },
+      this._trans.__('Shut down idle kernel…'),
+      'accent'
+    );
+  }
+
+  /**
+   * The full OOM diagnosis and what to try, in a dialog (no command); a link.
+   *
+   * @param kernels - the user's idle kernels on the device, asked when the
+   *   dialog opens (the server's kernel list may have come in since the
+   *   toast); their advice line offers Shut down kernel….
+   */
+  whatToTry(
+    oom: IOom,
+    kernels?: () => IOomKernels | null
+  ): Notification.IAction {
     const trans = this._trans;
     return {
       label: trans.__('What to try…'),
@@ -134,7 +160,22 @@ export class ToastActions {
             'CUDA out of memory in cell %1',
             oom.executionCount === null ? '[*]' : `[${oom.executionCount}]`
           ),
-          body: React.createElement(OomDetails, { oom, trans }),
+          body: React.createElement(OomDetails, {
+            oom,
+            trans,
+            kernels: kernels?.() ?? null,
+            onShutDown: kernelId => {
+              // The dialog closes first; the command asks with its own.
+              for (const dialog of Dialog.tracker.filter(() => true)) {
+                if (dialog.node.querySelector('.jp-GpuHygiene-oomDetails')) {
+                  dialog.reject();
+                }
+              }
+              void this._commands.execute(CommandIDs.shutdownKernel, {
+                kernelId
+              });
+            }
+          }),
           buttons: [Dialog.okButton({ label: trans.__('Close') })]
         });
       }

@@ -71,7 +71,8 @@ export class GpuNotifier implements IDisposable {
     this._monitor = options.monitor;
     const context = {
       trans: options.trans,
-      actions: new ToastActions(options)
+      actions: new ToastActions(options),
+      monitor: options.monitor
     };
     this._rules = (options.rules ?? TOAST_RULES).map(create => {
       const rule = create(context);

@@ -6,7 +6,7 @@
 import type { TranslationBundle } from '@jupyterlab/translation';
 import type { GpuKernelModel } from '../model';
 import type { ICleaned, IInventory, IOom } from '../protocol';
-import type { IGpuSettings } from '../tokens';
+import type { IGpuMonitor, IGpuSettings } from '../tokens';
 import type { ToastActions } from './actions';
 import type { IToast, ToastPolicy } from './toasts';
 
@@ -66,6 +66,12 @@ export interface IRuleContext {
   readonly trans: TranslationBundle;
   /** The toast buttons. */
   readonly actions: ToastActions;
+  /**
+   * The monitor, for rules that join a kernel's facts with the other kernels
+   * and the server's kernel list (the OOM rule: the user's idle kernels on
+   * the device).
+   */
+  readonly monitor?: IGpuMonitor;
 }
 
 /** Builds a rule; it may keep per-kernel state of its own (the leak rule does). */

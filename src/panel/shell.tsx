@@ -49,7 +49,7 @@ export class GpuPanel extends ReactWidget {
     this.id = GpuPanel.ID;
     this.title.icon = gpuPanelIcon;
     this.title.caption = trans.__(
-      'VRAM: time series, per-cell deltas, who holds VRAM'
+      'VRAM: time series, per-cell deltas, who holds VRAM, what else is on the GPU'
     );
     this.addClass('jp-GpuHygiene-panel');
     this.addClass('jp-GpuHygiene-sidebar');
@@ -63,12 +63,15 @@ export class GpuPanel extends ReactWidget {
   protected onAfterAttach(msg: Message): void {
     if (this.isVisible) {
       this._shown = true;
+      void this._options.monitor.serverKernels.refresh(0);
     }
     super.onAfterAttach(msg);
   }
 
   protected onAfterShow(msg: Message): void {
     super.onAfterShow(msg);
+    // Who the other processes on the GPU are: asked of the server on every opening.
+    void this._options.monitor.serverKernels.refresh(0);
     if (!this._shown) {
       this._shown = true;
       this.update();

@@ -8,19 +8,31 @@ import { HTMLSelect, UseSignal } from '@jupyterlab/ui-components';
 import type { CommandRegistry } from '@lumino/commands';
 import React, { useState } from 'react';
 import { fixCommand, IFinding } from '../analysis/findings';
+import {
+  DEFAULT_GPU_PROCESS_SORT,
+  IGpuProcessSort
+} from '../analysis/gpuprocesses';
 import { DEFAULT_HOLDER_SORT, IHolderSort } from '../analysis/holders';
 import type { GpuKernelModel } from '../model';
+import { gpuProcessesOf } from '../otherkernels';
 import { CommandIDs, IGpuMonitor, IGpuSettings } from '../tokens';
 import { VramChart } from './chart';
 import { IPanelData, panelData } from './data';
 import { CellTable } from './tables/cells';
 import { EmptyState } from './tables/common';
 import { FindingsTable } from './tables/findings';
+import {
+  GpuProcessesTable,
+  IGpuProcessesTableProps
+} from './tables/gpuprocesses';
 import { GraphsTable } from './tables/graphs';
 import { HoldersTable } from './tables/holders';
 import { RootsTable } from './tables/roots';
 import { TensorsTable } from './tables/tensors';
 import { TrendSummary } from './trend';
+
+/** JupyterLab's command that opens a document, or reveals it when it is open. */
+const OPEN_DOCUMENT = 'docmanager:open';
 
 /** Props of the panel view. */
 export interface IPanelViewProps {
@@ -48,6 +60,12 @@ export interface IPanelContentProps {
   onFix?: (finding: IFinding) => void;
   /** The tooltip of a finding's fix button (its command's caption). */
   fixCaption?: (finding: IFinding) => string;
+  /**
+   * The "On this GPU" section (every process NVML lists on the device
+   * shown): the table's props but the device and translations; without it,
+   * or on a kernel without a GPU, there is no such section.
+   */
+  onThisGpu?: Omit<IGpuProcessesTableProps, 'device' | 'trans'>;
   trans: TranslationBundle;
   /** Fixed chart size (tests). */
   chartSize?: { width: number; height: number };
@@ -214,6 +232,16 @@ export function PanelContent(props: IPanelContentProps): JSX.Element {
           />
         </>
       )}
+      {props.onThisGpu && (data.gpu || props.onThisGpu.join) && (
+        <>
+          <h3 className="jp-GpuHygiene-heading">{trans.__('On this GPU')}</h3>
+          <GpuProcessesTable
+            {...props.onThisGpu}
+            device={`cuda:${data.device}`}
+            trans={trans}
+          />
+        </>
+      )}
       <h3 className="jp-GpuHygiene-heading">{trans.__('Cells')}</h3>
       <CellTable cells={data.cells} gpu={data.gpu} trans={trans} />
     </div>
@@ -231,58 +259,86 @@ function KernelView(props: {
   const [device, setDevice] = useState<number | null>(null);
   const [scale, setScale] = useState<'device' | 'data'>('device');
   const [sort, setSort] = useState<IHolderSort>(DEFAULT_HOLDER_SORT);
+  const [processSort, setProcessSort] = useState<IGpuProcessSort>(
+    DEFAULT_GPU_PROCESS_SORT
+  );
   const kernelId = model.kernelId;
   return (
     <UseSignal signal={monitor.settingsChanged} initialArgs={monitor.settings}>
       {(_, settings) => (
-        <UseSignal signal={model.changed}>
+        <UseSignal signal={monitor.serverKernels.changed}>
           {() => (
-            <PanelContent
-              data={panelData(
-                model,
-                settings ?? monitor.settings,
-                device,
-                sort
+            <UseSignal signal={model.changed}>
+              {() => (
+                <PanelContent
+                  data={panelData(
+                    model,
+                    settings ?? monitor.settings,
+                    device,
+                    sort
+                  )}
+                  notebook={monitor.panelFor(model)?.title.label ?? null}
+                  settings={settings ?? monitor.settings}
+                  scale={scale}
+                  sort={sort}
+                  onDevice={setDevice}
+                  onScale={setScale}
+                  onSort={setSort}
+                  onFree={modelId =>
+                    void commands.execute(CommandIDs.freeModel, {
+                      kernelId,
+                      modelId
+                    })
+                  }
+                  onDelete={modelId =>
+                    void commands.execute(CommandIDs.deleteModel, {
+                      kernelId,
+                      modelId
+                    })
+                  }
+                  onFixGraph={name =>
+                    void commands.execute(CommandIDs.fixGraphHolder, {
+                      kernelId,
+                      name
+                    })
+                  }
+                  fixCaption={finding => {
+                    const command = fixCommand(finding.fix, kernelId);
+                    return command
+                      ? commands.caption(command.id, command.args)
+                      : '';
+                  }}
+                  onFix={finding => {
+                    const command = fixCommand(finding.fix, kernelId);
+                    if (command) {
+                      void commands.execute(command.id, command.args);
+                    }
+                  }}
+                  onThisGpu={{
+                    join: gpuProcessesOf(model, monitor),
+                    server: monitor.serverKernels.state,
+                    sort: processSort,
+                    onSort: setProcessSort,
+                    onOpen: path => {
+                      if (commands.hasCommand(OPEN_DOCUMENT)) {
+                        void commands.execute(OPEN_DOCUMENT, { path });
+                      }
+                    },
+                    onShutDown: id =>
+                      void commands.execute(CommandIDs.shutdownKernel, {
+                        kernelId: id
+                      }),
+                    shutdownCaption: id =>
+                      commands.hasCommand(CommandIDs.shutdownKernel)
+                        ? commands.caption(CommandIDs.shutdownKernel, {
+                            kernelId: id
+                          })
+                        : ''
+                  }}
+                  trans={trans}
+                />
               )}
-              notebook={monitor.panelFor(model)?.title.label ?? null}
-              settings={settings ?? monitor.settings}
-              scale={scale}
-              sort={sort}
-              onDevice={setDevice}
-              onScale={setScale}
-              onSort={setSort}
-              onFree={modelId =>
-                void commands.execute(CommandIDs.freeModel, {
-                  kernelId,
-                  modelId
-                })
-              }
-              onDelete={modelId =>
-                void commands.execute(CommandIDs.deleteModel, {
-                  kernelId,
-                  modelId
-                })
-              }
-              onFixGraph={name =>
-                void commands.execute(CommandIDs.fixGraphHolder, {
-                  kernelId,
-                  name
-                })
-              }
-              fixCaption={finding => {
-                const command = fixCommand(finding.fix, kernelId);
-                return command
-                  ? commands.caption(command.id, command.args)
-                  : '';
-              }}
-              onFix={finding => {
-                const command = fixCommand(finding.fix, kernelId);
-                if (command) {
-                  void commands.execute(command.id, command.args);
-                }
-              }}
-              trans={trans}
-            />
+            </UseSignal>
           )}
         </UseSignal>
       )}

@@ -5,6 +5,7 @@ import type { TranslationBundle } from '@jupyterlab/translation';
 import { VDomModel, VDomRenderer } from '@jupyterlab/ui-components';
 import React from 'react';
 import type { GpuKernelModel } from '../model';
+import { gpuProcessesOf } from '../otherkernels';
 import type { IGpuMonitor } from '../tokens';
 import { gaugeState, IGaugeState } from './state';
 
@@ -56,6 +57,7 @@ export class GaugeModel extends VDomModel {
     this._monitor = monitor;
     monitor.currentChanged.connect(this._onCurrent, this);
     monitor.settingsChanged.connect(this._emit, this);
+    monitor.serverKernels.changed.connect(this._emit, this);
     this._onCurrent();
   }
 
@@ -76,6 +78,7 @@ export class GaugeModel extends VDomModel {
     this._model?.changed.disconnect(this._emit, this);
     this._monitor.currentChanged.disconnect(this._onCurrent, this);
     this._monitor.settingsChanged.disconnect(this._emit, this);
+    this._monitor.serverKernels.changed.disconnect(this._emit, this);
     super.dispose();
   }
 
@@ -122,10 +125,12 @@ export class GpuGauge extends VDomRenderer<GaugeModel> {
     if (!kernelModel) {
       return null;
     }
+    const monitor = this.model.monitor;
     const state = gaugeState(
       kernelModel,
-      this.model.monitor.settings,
-      this._trans
+      monitor.settings,
+      this._trans,
+      gpuProcessesOf(kernelModel, monitor)
     );
     if (this._onClick) {
       state.tooltip.push(this._trans.__('Click for the VRAM panel'));

@@ -11,6 +11,11 @@ import {
   userModels
 } from '../analysis/findings';
 import { formatBytes, isCudaDevice, sumBytes } from '../analysis/format';
+import {
+  deviceKey,
+  IDeviceTotals,
+  IGpuProcessesJoin
+} from '../analysis/gpuprocesses';
 import type { GpuKernelModel } from '../model';
 import type { IDeviceSample } from '../protocol';
 import type { IGpuSettings } from '../tokens';
@@ -61,6 +66,63 @@ export function levelOf(
 const NOTE_MIN_BYTES = 64 * 2 ** 20;
 
 /**
+ * Age (seconds, against the latest sample) beyond which the agent's list of
+ * the GPU's processes is too old for the tooltip (the agent sends one at
+ * least every 10 s while NVML works).
+ */
+export const GPU_PROCESSES_MAX_AGE_S = 30;
+
+/**
+ * The tooltip lines about the rest of a device (NVML's process list joined
+ * with this server's kernels): "Your other kernels: 8.0 GiB" and "Other
+ * processes: 3.0 GiB (2)"; in a container, where no pid can be joined, one
+ * line for all processes. None when there is nothing else on the device.
+ *
+ * @param server - whether the server's kernel list was available (without
+ *   it, the user's kernels cannot be told from other processes).
+ */
+export function otherProcessLines(
+  totals: IDeviceTotals | undefined,
+  server: boolean,
+  trans: TranslationBundle
+): string[] {
+  if (!totals) {
+    return [];
+  }
+  const lines: string[] = [];
+  if (totals.unattributedCount > 0) {
+    lines.push(
+      trans.__(
+        'Processes on this GPU: %1 (%2), attribution unavailable in this container',
+        formatBytes(totals.unattributedBytes),
+        totals.unattributedCount
+      )
+    );
+  }
+  if (totals.kernelCount > 0) {
+    lines.push(
+      trans.__('Your other kernels: %1', formatBytes(totals.kernelBytes))
+    );
+  }
+  if (totals.otherCount > 0) {
+    lines.push(
+      server
+        ? trans.__(
+            'Other processes: %1 (%2)',
+            formatBytes(totals.otherBytes),
+            totals.otherCount
+          )
+        : trans.__(
+            'Other processes: %1 (%2); which are kernels of this server: unknown',
+            formatBytes(totals.otherBytes),
+            totals.otherCount
+          )
+    );
+  }
+  return lines;
+}
+
+/**
  * The heading of a device: its NVML name and CUDA index, and nvidia-smi's
  * number when CUDA_VISIBLE_DEVICES makes them differ.
  */
@@ -87,6 +149,7 @@ function deviceLines(
   device: IDeviceSample,
   heading: string,
   staleBytes: number,
+  others: string[],
   trans: TranslationBundle
 ): string[] {
   const lines = [heading];
@@ -163,6 +226,7 @@ function deviceLines(
       )
     );
   }
+  lines.push(...others);
   return lines;
 }
 
@@ -174,12 +238,15 @@ function deviceLines(
  * allocator, only when the kernel already initialised CUDA; the CUDA context
  * and libraries are NVML's process figure minus torch reserved. The tooltip
  * shows these bands for the gauge's device and for every other device where
- * this kernel holds memory.
+ * this kernel holds memory, then, per device, what the user's other kernels
+ * and other processes hold there (NVML's process list joined with the
+ * server's kernels: `processes`, when the agent sent one lately).
  */
 export function gaugeState(
   model: GpuKernelModel,
   settings: IGpuSettings,
-  trans: TranslationBundle
+  trans: TranslationBundle,
+  processes: IGpuProcessesJoin | null = null
 ): IGaugeState {
   const none = { fraction: null, level: 'none' as GaugeLevel };
   switch (model.status) {
@@ -296,6 +363,11 @@ export function gaugeState(
       d !== device &&
       ((d.process ?? 0) > 0 || (d.reserved ?? 0) > 0 || d.processHidden)
   );
+  const latestT = model.latestSample?.t ?? 0;
+  const join =
+    processes && processes.t >= latestT - GPU_PROCESSES_MAX_AGE_S
+      ? processes
+      : null;
   const lines = [
     ...[device, ...others].flatMap(d =>
       deviceLines(
@@ -304,6 +376,13 @@ export function gaugeState(
         models
           .filter(m => m.stale)
           .reduce((sum, m) => sum + (m.bytes[`cuda:${d.index}`] ?? 0), 0),
+        join
+          ? otherProcessLines(
+              join.totals[deviceKey(d.index)],
+              join.server,
+              trans
+            )
+          : [],
         trans
       )
     ),

@@ -18,7 +18,13 @@ import {
 } from '../../src/tokens';
 import { DETACH_MARKER } from '../../src/analysis/graphs';
 import { DROP_TRAINER_MARKER } from '../../src/analysis/trainer';
-import { c01Inventory, c08Inventory, gpuSample, graphHolder } from './fixtures';
+import {
+  c01Inventory,
+  c08Inventory,
+  FakeServerKernels,
+  gpuSample,
+  graphHolder
+} from './fixtures';
 
 jest.mock('@jupyterlab/apputils', () => ({
   ...jest.requireActual('@jupyterlab/apputils'),
@@ -62,7 +68,8 @@ function setup() {
     settingsChanged: new Signal<IGpuMonitor, IGpuSettings>({} as IGpuMonitor),
     setSetting: async () => undefined,
     panelFor: () => panel as any,
-    currentSessionContext: null
+    currentSessionContext: null,
+    serverKernels: new FakeServerKernels()
   };
   const commands = new CommandRegistry();
   addCommands({

@@ -5,6 +5,8 @@
 import { Signal } from '@lumino/signaling';
 import type { GpuKernelModel } from '../../src/model';
 import type {
+  IGpuProcess,
+  IGpuProcesses,
   IGraphHolder,
   IHolder,
   IInventory,
@@ -12,7 +14,17 @@ import type {
   IOom,
   ISample
 } from '../../src/protocol';
-import { DEFAULT_SETTINGS, IGpuMonitor, IGpuSettings } from '../../src/tokens';
+import type {
+  IServerKernel,
+  IServerKernelsAnswer,
+  ServerKernelsState
+} from '../../src/serverkernels';
+import {
+  DEFAULT_SETTINGS,
+  IGpuMonitor,
+  IGpuSettings,
+  IServerKernels
+} from '../../src/tokens';
 
 const MiB = 2 ** 20;
 const GiB = 2 ** 30;
@@ -252,6 +264,106 @@ export function oomMessage(overrides: Partial<IOom> = {}): IOom {
   };
 }
 
+/** A process of a `gpuProcesses` message (a compute process of 1 GiB, user alice). */
+export function gpuProcess(overrides: Partial<IGpuProcess> = {}): IGpuProcess {
+  return {
+    pid: 4242,
+    kind: 'compute',
+    used: GiB,
+    name: 'python3',
+    cmdline: 'python3 train.py --epochs 100',
+    user: 'alice',
+    self: false,
+    ...overrides
+  };
+}
+
+/**
+ * A `gpuProcesses` message of kernel pid 1000 on cuda:0: the kernel itself
+ * (2 GiB) and `others`.
+ */
+export function gpuProcessesMessage(
+  others: IGpuProcess[] = [],
+  overrides: Partial<IGpuProcesses> = {}
+): IGpuProcesses {
+  return {
+    protocol: 2,
+    type: 'gpuProcesses',
+    t: 1_764_496_801,
+    pid: 1000,
+    namespace: 'host',
+    devices: [
+      {
+        index: 0,
+        processes: [
+          gpuProcess({
+            pid: 1000,
+            used: 2 * GiB,
+            name: 'python',
+            cmdline: 'python -m ipykernel_launcher -f kernel-k1.json',
+            self: true
+          }),
+          ...others
+        ]
+      }
+    ],
+    ...overrides
+  };
+}
+
+/** A kernel of the server's answer (idle, one notebook session). */
+export function serverKernel(
+  overrides: Partial<IServerKernel> = {}
+): IServerKernel {
+  const id = overrides.id ?? 'k2';
+  return {
+    id,
+    name: 'python3',
+    pid: 2000,
+    executionState: 'idle',
+    lastActivity: '2025-11-30T10:00:00.000Z',
+    connections: 1,
+    sessions: [
+      {
+        id: `s-${id}`,
+        path: `work/${id}.ipynb`,
+        name: `${id}.ipynb`,
+        type: 'notebook'
+      }
+    ],
+    ...overrides
+  };
+}
+
+/** The server's answer with `kernels`. */
+export function serverAnswer(
+  kernels: IServerKernel[],
+  gateway = false
+): IServerKernelsAnswer {
+  return { kernels, gateway };
+}
+
+/** An IServerKernels whose state a test sets; `refresh` only counts the calls. */
+export class FakeServerKernels implements IServerKernels {
+  state: ServerKernelsState = { status: 'none' };
+  readonly changed: Signal<IServerKernels, ServerKernelsState> = new Signal(
+    this
+  );
+  refreshes: number[] = [];
+  get answer(): IServerKernelsAnswer | null {
+    return this.state.status === 'ok' ? this.state.answer : null;
+  }
+  set(state: ServerKernelsState | IServerKernelsAnswer): void {
+    this.state =
+      'status' in state ? state : { status: 'ok', answer: state, at: 0 };
+    this.changed.emit(this.state);
+  }
+  async refresh(maxAgeMs = 5000): Promise<ServerKernelsState> {
+    this.refreshes.push(maxAgeMs);
+    return this.state;
+  }
+}
+
 /**
  * A minimal IGpuMonitor around one real GpuKernelModel, for the notifier
  * tests: the real monitor needs a notebook tracker and kernels, which the
@@ -272,6 +384,7 @@ export class OneModelMonitor implements IGpuMonitor {
   );
   settings: IGpuSettings;
   currentSessionContext = null;
+  serverKernels = new FakeServerKernels();
   get currentModel(): GpuKernelModel {
     return this.model;
   }

@@ -1,11 +1,11 @@
 /**
  * Pieces the panel's tables share: the message shown in place of missing
  * content ({@link EmptyState}, also used by the panel itself) and the
- * sortable column header of the holders table ({@link SortHeader}). Both
+ * sortable column header of the holders and processes tables
+ * ({@link SortHeader}). Both
  * render their props only.
  */
 import React from 'react';
-import type { HolderSortKey, IHolderSort } from '../../analysis/holders';
 
 /**
  * A message in place of content: what is missing and what to do.
@@ -27,39 +27,53 @@ export function EmptyState(props: {
   );
 }
 
+/** A table's sort: a column and a direction. */
+export interface ITableSort<K extends string> {
+  key: K;
+  direction: 'asc' | 'desc';
+}
+
 /**
- * A column header that sorts the holders table by `column`.
+ * A column header that sorts a table (the holders, the processes on the
+ * GPU) by `column`.
  *
  * A click on the active column flips its direction; a click on another
- * column sorts it descending for sizes and ascending for text. The header
- * carries `aria-sort`, and its button `data-column` and a ▲/▼ mark.
+ * column sorts it descending for sizes (`bytes`, or `descendingFirst`) and
+ * ascending for text. The header carries `aria-sort`, and its button
+ * `data-column` and a ▲/▼ mark.
  */
-export function SortHeader(props: {
+export function SortHeader<K extends string>(props: {
   /** The column this header sorts by. */
-  column: HolderSortKey;
+  column: K;
   /** The table's current sort. */
-  sort: IHolderSort;
+  sort: ITableSort<K>;
   /** Called with the sort a click asks for. */
-  onSort: (sort: IHolderSort) => void;
+  onSort: (sort: ITableSort<K>) => void;
+  /** Whether a first click sorts descending (default: for `bytes`). */
+  descendingFirst?: boolean;
+  /** The column header's tooltip. */
+  title?: string;
   /** The column's label, already translated. */
   children: React.ReactNode;
 }): JSX.Element {
   const { column, sort, onSort } = props;
   const active = sort.key === column;
-  const next: IHolderSort = {
+  const descendingFirst = props.descendingFirst ?? column === 'bytes';
+  const next: ITableSort<K> = {
     key: column,
     direction:
       active && sort.direction === 'desc'
         ? 'asc'
         : active
           ? 'desc'
-          : column === 'bytes'
+          : descendingFirst
             ? 'desc'
             : 'asc'
   };
   return (
     <th
       scope="col"
+      title={props.title}
       aria-sort={
         active
           ? sort.direction === 'asc'
