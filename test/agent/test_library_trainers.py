@@ -18,9 +18,9 @@ them, so what the fix frees must equal the finding's bytes exactly.
 The inventories are written as ``test/fixtures/inventory_hf_trainer.json`` and
 ``inventory_lightning_trainer.json`` (``UPDATE_FIXTURES=1`` rewrites them) and compared with
 the committed ones only under the library versions they were recorded with (``PINNED``): paths
-and bytes are the library's internals. Skipped where the library is not importable (it is not
-in requirements-dev.txt; ``PYTHONPATH`` may point at a folder that has it). The libraries are
-looked up, not imported, here: this process never imports torch."""
+and bytes are the library's internals. Skipped where the library is not importable here (the
+kernel gets this process's environment, ``PYTHONPATH`` included). The libraries are looked up,
+not imported, here: this process never imports torch."""
 
 import importlib.util
 
@@ -48,9 +48,11 @@ LIVE = (
 
 
 def needs(*names):
+    """Skip (before the fixtures compile anything) where one of ``names`` is not importable."""
     missing = [n for n in names if importlib.util.find_spec(n) is None]
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not importable (not in requirements-dev.txt)")
+    return pytest.mark.skipif(
+        bool(missing), reason=f"{', '.join(missing)} not importable in this environment"
+    )
 
 
 class Session:
@@ -122,10 +124,10 @@ trainer = Trainer(model=model, args=args, train_dataset=data)
 """
 
 
+@needs("transformers", "accelerate")
 def test_hugging_face_trainer_is_an_owner_and_its_fixes_free_what_they_say(
     new_kernel, browser_cells, generate_clean_cell
 ):
-    needs("transformers", "accelerate")
     s = Session(new_kernel)
     built = s.cell("built", HF_BUILD)
     # before training: the trainer holds the model and the data, both named by other variables
@@ -228,10 +230,10 @@ trainer = L.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkp
 """
 
 
+@needs("lightning")
 def test_lightning_trainer_is_an_owner_and_its_fix_frees_what_it_says(
     new_kernel, generate_clean_cell
 ):
-    needs("lightning")
     s = Session(new_kernel)
     built = s.cell("built", PL_BUILD)
     assert built["owners"] == []  # the trainer holds no model before fit()
