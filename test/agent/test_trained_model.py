@@ -114,9 +114,14 @@ def check_fixture(path, inventories):
 
 
 def normalise(inventories):
-    """The inventories with ids renumbered (``m1``, ``m2``… in order of first appearance) and
-    only the ``KEPT`` keys: stable from one run to the next."""
+    """The inventories with ids renumbered (``m1``, ``m2``… in order of first appearance), the
+    models' ``order`` replaced by its rank among all the steps' (1, 2…: older first), and only
+    the ``KEPT`` keys: stable from one run to the next. The raw order counts the modules seen
+    before, which the environment changes (with ``tqdm`` importable, Ultralytics registers its
+    YOLO wrapper 25 modules later)."""
     ids = {}
+    orders = sorted({m["order"] for _step, inventory in inventories for m in inventory["models"]})
+    rank = {order: i + 1 for i, order in enumerate(orders)}
 
     def rename(value):
         if isinstance(value, dict):
@@ -128,9 +133,13 @@ def normalise(inventories):
             return [rename(v) for v in value]
         return value
 
-    return [
+    steps = [
         {"step": step, **rename({k: inventory[k] for k in KEPT})} for step, inventory in inventories
     ]
+    for step in steps:
+        for model in step["models"]:
+            model["order"] = rank[model["order"]]
+    return steps
 
 
 def test_inventory_after_a_finished_training_is_the_committed_fixture(new_kernel, tmp_path):

@@ -316,13 +316,24 @@ def model_entry(module, order, holder_paths, stats, parts, truncated=False, piec
 
 
 def build(
-    roots, truncated, cuda, torch, variables, forest, stats_cache, graphless, on_error, cells=None
+    roots,
+    truncated,
+    cuda,
+    torch,
+    variables,
+    forest,
+    stats_cache,
+    graphless,
+    on_error,
+    cells=None,
+    skip=(),
 ):
     """The ``Census``. ``roots``: [(kind, name, Reach)] in attribution order; ``variables``: the
     user variables [(name, value)]; ``forest``: models.Forest; ``stats_cache``:
     models.StatsCache; ``graphless``: the graph search's memo of the last inventory;
     ``on_error(exc)``: where a model that cannot be measured is reported; ``cells``: the
-    output roots' execution counts ({(kind, name): set})."""
+    output roots' execution counts ({(kind, name): set}); ``skip``: ids of the objects the walk
+    never enters (the owner objects' walk neither)."""
     tops, parent = forest
     owner = owner_finder(parent)
     holders = attribute(roots, owner)
@@ -351,7 +362,16 @@ def build(
         rootbytes.loose_tensors(loose),
         found.graphs,
         owners.owner_facts(
-            variables, torch, owner, listed, stats, params, {id(m): model_id(m, o) for m, o in tops}
+            variables,
+            torch,
+            owner,
+            listed,
+            stats,
+            params,
+            {id(m): model_id(m, o) for m, o in tops},
+            skip,
+            # a variable whose whole walk reached no module holds no model
+            {n for k, n, f in roots if k == "variable" and f.complete and not f.modules},
         ),
         models_cut or rows_cut or found.cut,
         found.graphless,

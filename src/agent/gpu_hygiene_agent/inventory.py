@@ -33,6 +33,7 @@ class RootWalk(NamedTuple):
     forest: object  # the models.Forest the walk expanded models by (None without torch)
     changes: int  # the tracker's ``changes`` when that forest was taken
     cells: dict  # (kind, name) of an output root -> set of the execution counts it shows
+    skip: object  # ids of the objects the walk never enters (roots.skip_ids)
 
 
 class Inventory:
@@ -179,7 +180,7 @@ class Inventory:
         truncated = walker.truncated
         walker.expand_module = None
         walker.parents = {}
-        return RootWalk(found_roots, variables, last_error, truncated, forest, changes, cells)
+        return RootWalk(found_roots, variables, last_error, truncated, forest, changes, cells, skip)
 
     def _walk_named(self, walker, variables, found_roots, optimizer_type, cells):
         """Walk the user variables, then the output cache, one phase each; fills ``cells``
@@ -227,6 +228,7 @@ class Inventory:
             self.graphless,
             self.on_error,
             cells=walked.cells,
+            skip=walked.skip,
         )
         self.graphless = result.graphless
         return result

@@ -33,6 +33,14 @@ MAX_PARTS = 50  # parts per model
 MAX_OWNERS = 50  # owner objects per inventory (owners.py)
 MAX_OWNER_ATTRS = 200  # attributes of one owner object looked at
 MAX_OWNER_ITEMS = 10000  # container items (or optimizer state entries) looked at per attribute
+# Below an owner's own attributes (a Lightning Trainer's strategy holds its model and optimizers
+# through two plain objects): hops followed, objects expanded and references looked at per
+# owner and per inventory (owners.py). The owner's own attributes are always looked at.
+MAX_OWNER_DEPTH = 4
+OWNER_VISITS = 1000
+OWNER_EXAMINED = 50000
+OWNER_VISITS_TOTAL = 10000
+OWNER_EXAMINED_TOTAL = 200000
 MAX_GRAPH_HOLDERS = 50
 MAX_ROOTS = 200  # roots reported per inventory, largest first
 MAX_SHARED_WITH = 8  # names in a root's sharedWith

@@ -1,15 +1,40 @@
 """Owner objects: what a user variable that is a plain object (a hand-written trainer, a
-Hugging Face ``Trainer``, a Lightning ``Trainer``) holds through its own attributes, by kind,
-with bytes per device (``owners`` of the inventory). Facts only: the browser decides which of
-its models is the model and which are copies (``src/analysis/findings/owner-object.ts``).
+Hugging Face ``Trainer``, a Lightning ``Trainer``) holds through its attributes, by kind, with
+bytes per device (``owners`` of the inventory). Facts only: the browser decides which of its
+models is the model and which are copies (``src/analysis/findings/owner-object.ts``).
 
-One level of attributes is looked at (``vars()`` of the object, never its class's attribute
-hooks): ``model`` (a module: the top-level model it is in, its bytes and its gradients'),
-``optimizer`` (a ``torch.optim.Optimizer``: the tensors of its ``state``, not the parameters),
-``tensor`` (a tensor, or a plain container of tensors one level deep). Each storage is counted
-once per owner, in attribute order."""
+Its own attributes are looked at first (``vars()`` of the object, never its class's attribute
+hooks), in attribute order; then, breadth first, what they hold through plain objects and plain
+containers, up to ``MAX_OWNER_DEPTH`` hops below the owner (a Lightning ``Trainer`` holds its
+model and optimizers as ``trainer._accelerator_connector._strategy_flag._model`` and
+``..._optimizers[0]``), within ``OWNER_VISITS``/``OWNER_EXAMINED`` per owner and
+``OWNER_VISITS_TOTAL``/``OWNER_EXAMINED_TOTAL`` per inventory. Modules, optimizers and tensors
+are never entered. What is found:
 
-from .limits import MAX_OWNER_ATTRS, MAX_OWNER_ITEMS, MAX_OWNERS
+- ``model`` (a module: the top-level model it is in, its bytes and its gradients'), once per
+  listed model, at its shortest path;
+- ``optimizer`` (a ``torch.optim.Optimizer``: the tensors of its ``state``, not the
+  parameters), once per state (a wrapper such as accelerate's ``AcceleratedOptimizer`` shares
+  its inner optimizer's);
+- ``tensor``: the tensors under one of the owner's own attributes (itself, a plain container
+  of them, or further down), reported under that attribute.
+
+Each storage is counted once per owner, the first holding found (shallowest, then in attribute
+order) gets it."""
+
+from collections import deque
+
+from .limits import (
+    MAX_OWNER_ATTRS,
+    MAX_OWNER_DEPTH,
+    MAX_OWNER_ITEMS,
+    MAX_OWNERS,
+    OWNER_EXAMINED,
+    OWNER_EXAMINED_TOTAL,
+    OWNER_VISITS,
+    OWNER_VISITS_TOTAL,
+)
+from .paths import key_label
 from .storage import bytes_by_device, storage_of
 from .util import LEAF_TYPES, OPAQUE_TYPES, PLAIN_CONTAINERS, short, vars_of
 
@@ -30,18 +55,23 @@ def _add(tensor, storages, seen):
         storages[measured.key] = measured.nbytes
 
 
+def _is(value, cls):
+    """``isinstance`` by the value's type only (an object's ``__class__`` may be a property)."""
+    return cls is not None and issubclass(type(value), cls)
+
+
 def _tensors_of(value, tensor_type):
     """Tensors of an attribute value: itself, or the items of a plain container (one level,
     at most ``MAX_OWNER_ITEMS``)."""
-    if isinstance(value, tensor_type):
+    if _is(value, tensor_type):
         return [value]
     if type(value) in PLAIN_CONTAINERS:
-        items = value.values() if isinstance(value, dict) else value
+        items = value.values() if type(value) is dict else value
         out = []
         for i, item in enumerate(items):
             if i >= MAX_OWNER_ITEMS:
                 break
-            if isinstance(item, tensor_type):
+            if _is(item, tensor_type):
                 out.append(item)
         return out
     return []
@@ -50,7 +80,7 @@ def _tensors_of(value, tensor_type):
 def _optimizer_state(optimizer, tensor_type, params, seen):
     storages = {}
     state = getattr(optimizer, "state", None)
-    values = state.values() if isinstance(state, dict) else ()
+    values = dict.values(state) if isinstance(state, dict) else ()
     for i, entry in enumerate(values):
         if i >= MAX_OWNER_ITEMS:
             break
@@ -58,7 +88,7 @@ def _optimizer_state(optimizer, tensor_type, params, seen):
             measured = storage_of(tensor)
             if measured is not None and measured.key not in params:
                 _add(tensor, storages, seen)
-    return storages
+    return storages, state
 
 
 def _grads(module):
@@ -75,77 +105,194 @@ def _grads(module):
     return storages
 
 
-def owner_facts(variables, torch, owner, listed, stats, params, ids):
+def _children(obj):
+    """(label, value) of what ``obj`` holds: the items of a plain container (``[0]``,
+    ``['key']``, at most ``MAX_OWNER_ITEMS``), else its instance attributes (``.name``, at most
+    ``MAX_OWNER_ATTRS``)."""
+    cls = type(obj)
+    if cls is dict:
+        items = list(obj.items())[:MAX_OWNER_ITEMS]
+        return [(key_label(k), v) for k, v in items]
+    if cls is list or cls is tuple:
+        return [(f"[{i}]", v) for i, v in enumerate(obj[:MAX_OWNER_ITEMS])]
+    if cls is set or cls is frozenset:
+        return [("{\u2026}", v) for i, v in zip(range(MAX_OWNER_ITEMS), obj)]
+    return [
+        (f".{k}", v) for k, v in list(vars_of(obj).items())[:MAX_OWNER_ATTRS] if isinstance(k, str)
+    ]
+
+
+class _Budget:
+    """What the owner walks of one inventory may still spend (``OWNER_*_TOTAL``)."""
+
+    def __init__(self):
+        self.visits = OWNER_VISITS_TOTAL
+        self.examined = OWNER_EXAMINED_TOTAL
+
+
+class _OwnerWalk:
+    """The holdings of one owner object (``holds``, in the order found) and the listed models
+    among them (``models``)."""
+
+    def __init__(self, ctx, budget):
+        self.ctx = ctx
+        self.budget = budget
+        self.holds = []
+        self.seen = set()  # storages counted for this owner
+        self.models = set()  # listed keys of the models held
+        self.states = set()  # ids of the optimizer states counted
+        self.groups = {}  # path of an own attribute -> its tensor hold
+        self.queued = set()  # ids of the objects expanded or waiting to be
+
+    def run(self, name, value):
+        self.queued.add(id(value))
+        queue = deque()
+        self.expand(value, short(name), 0, None, queue)
+        visits = examined = 0
+        budget = self.budget
+        while queue:
+            if visits >= OWNER_VISITS or examined >= OWNER_EXAMINED:
+                break
+            if budget.visits <= 0 or budget.examined <= 0:
+                break
+            obj, path, depth, top = queue.popleft()
+            visits += 1
+            budget.visits -= 1
+            n = self.expand(obj, path, depth, top, queue)
+            examined += n
+            budget.examined -= n
+        return self.holds, self.models
+
+    def expand(self, obj, path, depth, top, queue):
+        """Look at what ``obj`` (``depth`` hops below the owner, at ``path``) holds; queue what
+        can hold more. ``top``: (path, value) of the owner's own attribute it is under.
+        Returns how many references were looked at."""
+        ctx = self.ctx
+        tensor_type = ctx["tensor"]
+        module_type = ctx["module"]
+        optimizer_type = ctx["optimizer"]
+        container = type(obj) in PLAIN_CONTAINERS
+        children = _children(obj)
+        for label, item in children:
+            if type(item) in LEAF_TYPES:
+                continue
+            if container and _is(item, tensor_type):
+                continue  # counted when the container was found
+            item_path = short(path + label)
+            item_top = top if top is not None else (item_path, item)
+            if _is(item, module_type):
+                self.model(item, item_path)
+            elif _is(item, optimizer_type):
+                self.optimizer(item, item_path)
+            elif _is(item, tensor_type) or type(item) in PLAIN_CONTAINERS:
+                self.tensors(_tensors_of(item, tensor_type), item_top)
+                if type(item) in PLAIN_CONTAINERS:
+                    self.push(item, item_path, depth + 1, item_top, queue)
+            elif _is_plain_object(item, tensor_type, module_type):
+                self.push(item, item_path, depth + 1, item_top, queue)
+        return len(children)
+
+    def push(self, item, path, depth, top, queue):
+        key = id(item)
+        if depth >= MAX_OWNER_DEPTH or key in self.queued or key in self.ctx["skip"]:
+            return
+        self.queued.add(key)
+        queue.append((item, path, depth, top))
+
+    def model(self, module, path):
+        ctx = self.ctx
+        top = ctx["owner"](module)
+        key = ctx["listed"](id(top))
+        entry = ctx["stats"].get(id(top))
+        if key in self.models or entry is None or not entry.has_tensors:
+            return
+        self.models.add(key)
+        fresh = {k: n for k, n in entry.storages.items() if k not in self.seen}
+        self.seen.update(entry.storages)
+        self.holds.append(
+            {
+                "path": path,
+                "kind": "model",
+                "id": ctx["ids"].get(id(top), hex(id(top))),
+                "className": short(type(top).__name__),
+                "parameters": entry.parameters,
+                "bytes": bytes_by_device(fresh),
+                "grads": bytes_by_device(_grads(top)),
+            }
+        )
+
+    def optimizer(self, optimizer, path):
+        storages, state = _optimizer_state(
+            optimizer, self.ctx["tensor"], self.ctx["params"], self.seen
+        )
+        key = id(state) if isinstance(state, dict) else id(optimizer)
+        if key in self.states:
+            return  # a wrapper of an optimizer already counted (or the other way round)
+        self.states.add(key)
+        self.holds.append(
+            {
+                "path": path,
+                "kind": "optimizer",
+                "className": short(type(optimizer).__name__),
+                "bytes": bytes_by_device(storages),
+            }
+        )
+
+    def tensors(self, tensors, top):
+        params = self.ctx["params"]
+        storages = {}
+        for tensor in tensors:
+            measured = storage_of(tensor)
+            if measured is not None and measured.key not in params:
+                _add(tensor, storages, self.seen)
+        if not storages:
+            return
+        path, value = top
+        hold = self.groups.get(path)
+        if hold is None:
+            hold = self.groups[path] = {
+                "path": path,
+                "kind": "tensor",
+                "className": short(type(value).__name__),
+                "bytes": {},
+            }
+            self.holds.append(hold)
+        for device, nbytes in bytes_by_device(storages).items():
+            hold["bytes"][device] = hold["bytes"].get(device, 0) + nbytes
+
+
+def owner_facts(variables, torch, owner, listed, stats, params, ids, skip=(), hopeless=()):
     """The ``owners`` of the inventory ([dict], at most ``MAX_OWNERS``): the user variables
     (``variables``: [(name, value)]) that are plain objects holding at least one model through
-    an attribute. ``owner(module)``: its top-level model; ``listed(id)``: the listed model a
+    their attributes. ``owner(module)``: its top-level model; ``listed(id)``: the listed model a
     top belongs to; ``stats``: {id(top): ModelStats}; ``params``: every live model's storages;
-    ``ids``: {id(top): its protocol id}."""
-    tensor_type = torch.Tensor
-    module_type = torch.nn.Module
-    optimizer_type = getattr(getattr(torch, "optim", None), "Optimizer", None)
+    ``ids``: {id(top): its protocol id}; ``skip``: ids of objects never entered (namespaces,
+    the kernel's machinery); ``hopeless``: names of the variables whose full holder walk
+    reached no module (not looked at)."""
+    ctx = {
+        "tensor": torch.Tensor,
+        "module": torch.nn.Module,
+        "optimizer": getattr(getattr(torch, "optim", None), "Optimizer", None),
+        "owner": owner,
+        "listed": listed,
+        "stats": stats,
+        "params": params,
+        "ids": ids,
+        "skip": skip,
+    }
+    budget = _Budget()
     out = []
     for name, value in variables:
         if len(out) >= MAX_OWNERS:
             break
+        if name in hopeless:
+            continue
         try:
-            if not _is_plain_object(value, tensor_type, module_type):
+            if not _is_plain_object(value, ctx["tensor"], ctx["module"]):
                 continue
-            attrs = list(vars_of(value).items())[:MAX_OWNER_ATTRS]
+            holds, models = _OwnerWalk(ctx, budget).run(name, value)
         except Exception:
             continue
-        holds = []
-        seen = set()  # storages counted for this owner
-        models = set()
-        for attr, item in attrs:
-            if not isinstance(attr, str) or type(item) in LEAF_TYPES:
-                continue
-            path = short(f"{name}.{attr}")
-            if isinstance(item, module_type):
-                top = owner(item)
-                key = listed(id(top))
-                entry = stats.get(id(top))
-                if key in models or entry is None or not entry.has_tensors:
-                    continue
-                models.add(key)
-                fresh = {k: n for k, n in entry.storages.items() if k not in seen}
-                seen.update(entry.storages)
-                holds.append(
-                    {
-                        "path": path,
-                        "kind": "model",
-                        "id": ids.get(id(top), hex(id(top))),
-                        "className": short(type(top).__name__),
-                        "parameters": entry.parameters,
-                        "bytes": bytes_by_device(fresh),
-                        "grads": bytes_by_device(_grads(top)),
-                    }
-                )
-            elif optimizer_type is not None and isinstance(item, optimizer_type):
-                state = _optimizer_state(item, tensor_type, params, seen)
-                holds.append(
-                    {
-                        "path": path,
-                        "kind": "optimizer",
-                        "className": short(type(item).__name__),
-                        "bytes": bytes_by_device(state),
-                    }
-                )
-            else:
-                storages = {}
-                for tensor in _tensors_of(item, tensor_type):
-                    measured = storage_of(tensor)
-                    if measured is not None and measured.key not in params:
-                        _add(tensor, storages, seen)
-                if storages:
-                    holds.append(
-                        {
-                            "path": path,
-                            "kind": "tensor",
-                            "className": short(type(item).__name__),
-                            "bytes": bytes_by_device(storages),
-                        }
-                    )
         if models:
             out.append(
                 {"name": short(name), "className": short(type(value).__name__), "holds": holds}

@@ -118,6 +118,7 @@ export interface IFixCommand {
  *
  * - `clean` → Clean GPU, or the per-model "free" with `plan.modelId`;
  * - `delete` → "Delete…" of the model with the variables to delete (it asks);
+ * - `delete-variable` → "Delete…" of one variable (it asks);
  * - `detach` → "Fix…" of the graph holder (it asks);
  * - `tensors` → "Move to CPU…" of the variable (it asks, and offers Delete);
  * - `drop-trainer` → "Drop the finished trainer, keep the model" (it asks);
@@ -140,6 +141,11 @@ export function fixCommand(
       return {
         id: CommandIDs.deleteModel,
         args: { kernelId, modelId: fix.modelId, names: [...fix.names] }
+      };
+    case 'delete-variable':
+      return {
+        id: CommandIDs.deleteVariable,
+        args: { kernelId, name: fix.name }
       };
     case 'detach':
       return {
@@ -183,6 +189,8 @@ export function fixLabel(
       return trans.__('Clean GPU');
     case 'delete':
       return trans.__('Delete %1…', fix.names.join(', '));
+    case 'delete-variable':
+      return trans.__('Delete %1…', fix.name);
     case 'detach':
       return trans.__('Fix…');
     case 'tensors':

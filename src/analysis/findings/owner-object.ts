@@ -18,11 +18,21 @@
  *   so that deleting it frees the model and its parts (bytes: both);
  * - else no button (bytes: the parts, what dropping the owner would return).
  *
- * Owner objects that are not models (`owners`: a hand-written trainer
- * holding a model, its EMA copy, optimizer state): one finding per owner,
- * "trainer (Trainer) holds a model (4.0 MiB, of which 2.0 MiB gradients),
- * an EMA copy (2.0 MiB), AdamW state (4.0 MiB): deleting trainer frees
- * 10.0 MiB", fix "Delete trainer…".
+ * Owner objects that are not models (`owners`: a hand-written trainer, a
+ * Hugging Face or Lightning `Trainer`, holding a model, its EMA copy,
+ * optimizer state): one finding per owner, "trainer (Trainer) holds a model
+ * (4.0 MiB, of which 2.0 MiB gradients), an EMA copy (2.0 MiB), AdamW state
+ * (4.0 MiB): deleting trainer frees 10.0 MiB". What deleting it frees is
+ * what only it reaches (its root's `sole`). Fix, first that applies:
+ * - no other variable names its model: "Delete trainer…" through the
+ *   model's delete flow (the model goes too);
+ * - another variable names the model (`model` next to a Hugging Face
+ *   `trainer`) and the roots say they share it: "Delete trainer…" of the
+ *   variable alone, when that frees something (the optimizer state; the
+ *   model stays);
+ * - else no button; when nothing is the owner's alone (a Lightning
+ *   `module` reaches its `trainer` through `module._trainer`), the
+ *   explanation says that deleting it alone frees nothing.
  *
  * Parts are parts: a copy that a user variable also names (`ema =
  * model.trainer.ema.ema`) is a holder of that part, never a second model
@@ -124,21 +134,29 @@ export function partNamers(
 /**
  * What an owner object holds, with bytes, for the explanation: "a model
  * (4.0 MiB, of which 2.0 MiB gradients), an EMA copy (2.0 MiB), AdamW
- * state (4.0 MiB), tensors (4.0 MiB)".
+ * state (4.0 MiB), tensors (4.0 MiB)"; the tensors under all its
+ * attributes are told once.
  */
 export function describeOwnerHoldings(
   owner: IOwnerObject,
   trans: TranslationBundle
 ): string {
   const copies = new Set(ownerCopies(owner));
+  // tensors under several attributes: one "tensors (…)", where the first is
+  const tensors: Record<string, number> = {};
+  owner.holds
+    .filter(h => h.kind === 'tensor')
+    .forEach(h => addBytes(tensors, h.bytes));
+  const firstTensors = owner.holds.find(h => h.kind === 'tensor');
   return owner.holds
+    .filter(h => h.kind !== 'tensor' || h === firstTensors)
     .map(h => {
       const bytes = formatBytes(sumBytes(h.bytes));
       if (h.kind === 'optimizer') {
         return trans.__('%1 state (%2)', h.className, bytes);
       }
       if (h.kind === 'tensor') {
-        return trans.__('tensors (%1)', bytes);
+        return trans.__('tensors (%1)', formatBytes(sumBytes(tensors)));
       }
       if (copies.has(h)) {
         return /(^|\.)ema(\.|$)/i.test(h.path)
@@ -160,9 +178,14 @@ export function describeOwnerHoldings(
 /**
  * Findings of the owner objects the agent reported (`owners`): a user
  * variable that is a plain object holding a model and, next to it,
- * optimizer state, model copies or tensors (a hand-written trainer). Fix:
- * "Delete trainer…" (asks; identifiers only) through the model's delete
- * flow; bytes: everything it holds (each storage once).
+ * optimizer state, model copies or tensors (a hand-written trainer, a
+ * library's `Trainer`). Fix (asks; identifiers only): "Delete trainer…"
+ * through the model's delete flow when only it names the model, of the
+ * variable alone when another name keeps the model (see the file's
+ * comment); bytes: what deleting it frees (its root's `sole`), else
+ * everything it holds (each storage once). None for an owner whose parts
+ * beside the model are only tensors that other names hold too (a trainer
+ * and its dataset before training).
  */
 function ownerFindings(inventory: IInventory | null): IFinding[] {
   const listed = new Map(userModels(inventory).map(m => [m.id, m]));
@@ -184,36 +207,117 @@ function ownerFindings(inventory: IInventory | null): IFinding[] {
       .filter(h => h !== first)
       .forEach(h => addBytes(beside, h.bytes));
     const name = owner.name;
+    const model = listed.get(first.id!);
     // Deleting the owner frees its model only if no other variable names it.
-    const alone = (listed.get(first.id!)?.holders ?? [])
-      .filter(namesModel)
-      .every(h => h.name === name);
-    const deletable = alone && isPythonIdentifier(name);
+    const namers = (model?.holders ?? []).filter(
+      h => namesModel(h) && h.name !== name
+    );
+    const others = [...new Set(namers.map(h => h.name))];
+    const alone = others.length === 0;
+    // What deleting it frees: what only it reaches, as its root says.
+    const root = (inventory?.roots ?? []).find(
+      r => r.kind === 'variable' && r.name === name
+    );
+    const sole = root ? addBytes({}, root.sole ?? root.bytes) : null;
+    const nothing = !alone && sole !== null && sumBytes(sole) === 0;
+    // Its model and data that other names hold too (a trainer before
+    // training): nothing to tell.
+    if (nothing && owner.holds.every(h => h === first || h.kind === 'tensor')) {
+      return [];
+    }
+    // The other names share the model with the owner (the roots agree).
+    const shared =
+      !alone &&
+      !nothing &&
+      sole !== null &&
+      others.every(o => (root?.sharedWith ?? []).includes(o));
+    const identifier = isPythonIdentifier(name);
+    const deletable = alone && identifier;
+    const dropsParts = shared && identifier;
+    // The model's delete flow also drops the output-cache entries that hold
+    // the model (`Out[3]` after showing it), whose share the root's `sole`
+    // leaves out.
+    const outputs = (model?.holders ?? []).some(h => h.kind === 'output');
+    const freed =
+      sole === null || !(alone || dropsParts)
+        ? bytes
+        : deletable && outputs
+          ? addBytes({ ...sole }, first.bytes)
+          : sole;
     const fix: FindingFix = deletable
       ? { kind: 'delete', modelId: first.id!, names: [name] }
-      : { kind: 'none' };
+      : dropsParts
+        ? { kind: 'delete-variable', name }
+        : { kind: 'none' };
+    // How the model reaches the owner's parts: `module._trainer`.
+    const through = [
+      ...new Set(
+        (model?.parts ?? []).map(
+          p => `${namers[0]?.path}.${p.path.split(/[.[]/)[0]}`
+        )
+      )
+    ].join(', ');
+    const keepers = root?.sharedWith ?? [];
+    const holdings = (trans: TranslationBundle) =>
+      describeOwnerHoldings(owner, trans);
+    const explain = (trans: TranslationBundle): string => {
+      if (deletable) {
+        return trans.__(
+          '%1 (%2) holds %3: deleting %1 frees %4.',
+          name,
+          owner.className,
+          holdings(trans),
+          formatBytes(sumBytes(freed))
+        );
+      }
+      if (dropsParts) {
+        return trans._n(
+          '%2 (%3) holds %4: deleting %2 frees %5; the model stays (%6 names it).',
+          '%2 (%3) holds %4: deleting %2 frees %5; the model stays (%6 name it).',
+          others.length,
+          name,
+          owner.className,
+          holdings(trans),
+          formatBytes(sumBytes(freed)),
+          others.join(', ')
+        );
+      }
+      if (nothing && through) {
+        return trans.__(
+          '%1 (%2) holds %3, but %4 reaches them too (through %5): deleting %1 alone frees nothing.',
+          name,
+          owner.className,
+          holdings(trans),
+          others.join(', '),
+          through
+        );
+      }
+      if (nothing && keepers.length) {
+        return trans._n(
+          '%2 (%3) holds %4, but %5 reaches them too: deleting %2 alone frees nothing.',
+          '%2 (%3) holds %4, but %5 reach them too: deleting %2 alone frees nothing.',
+          keepers.length,
+          name,
+          owner.className,
+          holdings(trans),
+          keepers.join(', ')
+        );
+      }
+      return trans.__(
+        '%1 (%2) holds %3.',
+        name,
+        owner.className,
+        holdings(trans)
+      );
+    };
     return [
       {
         kind: 'owner-object',
         id: `owner-object:${name}`,
         severity: maxCudaBytes(beside) >= OWNER_WARN_BYTES ? 'warning' : 'info',
         subject: name,
-        bytes,
-        explain: trans =>
-          deletable
-            ? trans.__(
-                '%1 (%2) holds %3: deleting %1 frees %4.',
-                name,
-                owner.className,
-                describeOwnerHoldings(owner, trans),
-                formatBytes(sumBytes(bytes))
-              )
-            : trans.__(
-                '%1 (%2) holds %3.',
-                name,
-                owner.className,
-                describeOwnerHoldings(owner, trans)
-              ),
+        bytes: freed,
+        explain,
         evidence: owner.holds.map(
           h => `${h.path} (${h.className}): ${formatPlacement(h.bytes)}`
         ),

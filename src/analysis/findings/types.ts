@@ -67,6 +67,10 @@ export type PerDevice = Record<string, number>;
  *   (`CommandIDs.deleteModel`); names are Python identifiers only;
  * - `detach`: ask, then detach the tensors of a graph holder
  *   (`CommandIDs.fixGraphHolder`);
+ * - `delete-variable`: ask, then `del name` of one user variable and
+ *   collect (`CommandIDs.deleteVariable`): it frees what only that variable
+ *   reaches (its root's `sole`), e.g. a trainer's optimizer state while the
+ *   model stays; `name` is a Python identifier;
  * - `tensors`: ask, then move the CUDA tensors of a user variable to the CPU
  *   or delete the variable (`CommandIDs.moveTensorsToCpu`, whose dialog
  *   also offers Delete); `name` is a Python identifier;
@@ -84,6 +88,7 @@ export type PerDevice = Record<string, number>;
 export type FindingFix =
   | { kind: 'clean'; plan: Pick<IPlanOptions, 'modelId'> }
   | { kind: 'delete'; modelId: string; names: string[] }
+  | { kind: 'delete-variable'; name: string }
   | { kind: 'detach'; name: string }
   | { kind: 'tensors'; name: string }
   | { kind: 'drop-trainer'; modelId: string; name: string }
