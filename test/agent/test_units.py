@@ -57,7 +57,7 @@ UUIDS = ["GPU-aaaa-1111", "GPU-bbbb-2222", "GPU-cccc-3333", None]
         ("GPU-bbbb-2222,GPU-aaaa", [1, 0]),  # a unique prefix is enough
         ("cccc", [2]),  # "GPU-" may be left out
         ("GPU-", []),  # ambiguous prefix
-        ("MIG-aaaa", []),  # MIG instances are not NVML devices here
+        ("MIG-aaaa", []),  # no MIG instance listed (see test_gpu_processes.py)
     ],
 )
 def test_cuda_visible_devices_mapping(agent, env, expected):

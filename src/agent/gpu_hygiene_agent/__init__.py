@@ -14,7 +14,8 @@ What it does:
 - a daemon thread ("gpu-hygiene-sampler", ``sampler``) pushes device memory figures
   (``devices``: NVML through ``pynvml`` when importable, torch's caching allocator when torch is
   imported *and* CUDA is already initialised) every ``sampleIntervalMs``, also while a cell
-  runs;
+  runs, and every 2 s the processes NVML lists on those devices (``gpuprocs``: a
+  ``gpuProcesses`` message when the list changed or 10 s passed);
 - an IPython ``post_run_cell`` hook sends an inventory (``inventory``) of the live top-level
   ``torch.nn.Module`` instances (``tracker``, ``models``) and of who holds them: user
   variables, the output cache, the last traceback (``roots``, ``lasterror``), walked by
@@ -48,6 +49,7 @@ MODULES = (
     "walk",
     "roots",
     "devices",
+    "gpuprocs",
     "allocator",
     "children",
     "fingerprint",

@@ -10,6 +10,7 @@ import time
 
 from . import children, clean, inventory, oom
 from .devices import DeviceSampler
+from .gpuprocs import GpuProcesses
 from .limits import (
     AGENT_VERSION,
     CLEAN_MARKER,
@@ -47,12 +48,13 @@ class Agent:
         self.tracker = ModuleTracker()
         self.transport = Transport()
         self.comms = self.transport.comms  # comm_id -> comm (the transport's dict)
-        self.sampler = SamplerThread(self, self._tick)
+        self.sampler = SamplerThread(self, self._tick, self._slow_tick)
         self.stop_event = self.sampler.stop_event
         self.sample_seq = itertools.count(1)
         self.clean_snapshot = None
         self.devices = DeviceSampler()
         self.pid = os.getpid()
+        self.gpu_processes = GpuProcesses(self.pid)
         own = (self, self.kernel, self.comm_manager, self.tracker, self.comms, self.transport)
         self.inventory = inventory.Inventory(
             shell, self.tracker, frozenset(map(id, own)), self._inventory_error
@@ -150,6 +152,7 @@ class Agent:
         self.transport.send(comm, self.hello())
         # Only now does the sampler see the comm: hello is always its first message.
         self.transport.add(comm)
+        self.gpu_processes.force = True  # the new comm gets the list at the next read
         data = msg.get("content", {}).get("data") or {}
         try:
             check_message(data)
@@ -292,6 +295,21 @@ class Agent:
                 self.error("sample", exc)
             else:
                 self.broadcast(payload)
+
+    def _slow_tick(self):
+        """The sampler thread's slower turn (every 2 s): ``gpuProcesses`` to every open comm
+        when the list changed or 10 s passed. False when there was nothing to do (no comm, no
+        NVML), so that it runs again at the next tick."""
+        if not self.comms or self.devices.nvml is None:
+            return False
+        try:
+            payload = self.gpu_processes.poll(self.devices, self._nvml_error)
+        except Exception as exc:
+            self.error("nvml", exc)
+        else:
+            if payload is not None:
+                self.broadcast(payload)
+        return True
 
     def sample(self):
         """The ``sample`` message (dict): NVML and torch allocator figures, in bytes."""

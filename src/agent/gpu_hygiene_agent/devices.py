@@ -1,10 +1,14 @@
 """Device memory figures: NVML (``pynvml``, only if importable) and torch's caching allocator
 (only if torch is already imported and CUDA already initialised). Nothing here creates a CUDA
-context: NVML does not, and torch is only asked once it has one."""
+context: NVML does not, and torch is only asked once it has one.
+
+MIG: a GPU in MIG mode is read through its MIG device handles (what NVML answers without
+privileges), and a ``MIG-<uuid>`` entry of ``CUDA_VISIBLE_DEVICES`` is its own device."""
 
 import contextlib
 import os
 import re
+import time
 from typing import NamedTuple
 
 from .util import cuda_initialized, describe, torch_module
@@ -18,12 +22,42 @@ class Device(NamedTuple):
     name: str
     total: int  # bytes
     uuid: object  # str or None
-    nvml_index: int  # what nvidia-smi numbers
+    nvml_index: int  # what nvidia-smi numbers (a MIG instance: its GPU's)
+    mig: bool = False  # a MIG instance: ``handle`` is its MIG device handle
+    # a whole GPU in MIG mode: its MIG instances' handles, whose process lists are read (the
+    # GPU's own handle lists processes only for privileged callers)
+    mig_handles: tuple = ()
 
 
 class ProcessUse(NamedTuple):
     pid: int
     used: object  # bytes, or None where NVML does not say
+
+
+class ProcessLists(NamedTuple):
+    """One device's NVML process lists (``gpuProcesses``)."""
+
+    index: int  # CUDA index
+    compute: list  # [ProcessUse]
+    graphics: list  # [ProcessUse]; [] where the driver does not list graphics processes
+
+
+class _Listed(NamedTuple):
+    """The compute processes read last for one device, and the device's used bytes then."""
+
+    used: int  # NVML device memory used when the list was read
+    processes: list  # [ProcessUse]
+    at: float  # time.monotonic() of the read
+
+
+# A sample re-reads the compute-process list (for this kernel's own usage) only when the
+# device's used memory moved since the last read, or the list is this old (s): NVML answers
+# memory in ~7 us and a process list in ~36 us (H200). The ``gpuProcesses`` read, every 2 s,
+# takes a list read this recently (s) instead of reading it again.
+LIST_MAX_AGE = 2.0
+LIST_REUSE_AGE = 0.5
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
 
 
 class DeviceProcesses(NamedTuple):
@@ -41,20 +75,23 @@ class AllocatorMemory(NamedTuple):
     reserved: int
 
 
-def cuda_visible_nvml_indices(env_value, nvml_uuids):
-    """Map CUDA device indices to NVML device indices, following ``CUDA_VISIBLE_DEVICES``.
+def cuda_visible_targets(env_value, nvml_uuids, mig_uuids=()):
+    """Map CUDA device indices to NVML devices, following ``CUDA_VISIBLE_DEVICES``.
 
     ``env_value``: the variable's value (str) or None when unset. ``nvml_uuids``: list of the
-    NVML devices' UUID strings, by NVML index (length = NVML device count).
-    Returns a list of NVML indices; position ``i`` is CUDA device ``i``. Entries are integer
-    indices or UUIDs (``GPU-...``, a unique prefix is enough); like CUDA, the list ends at the
-    first entry that is invalid, unknown or repeated. NVML and CUDA are assumed to enumerate
-    devices in the same (PCI bus) order, which is CUDA's order with
+    NVML devices' UUID strings, by NVML index (length = NVML device count). ``mig_uuids``:
+    [(nvml index, slot, uuid)] of the MIG instances of GPUs in MIG mode (``slot``: the
+    instance's position among its GPU's).
+    Returns a list of (nvml index, slot); position ``i`` is CUDA device ``i``, ``slot`` is None
+    for a whole GPU. Entries are integer indices, GPU UUIDs (``GPU-...``, a unique prefix is
+    enough, "GPU-" may be left out) or MIG UUIDs (``MIG-...``, a unique prefix); like CUDA,
+    the list ends at the first entry that is invalid, unknown or repeated. NVML and CUDA are
+    assumed to enumerate devices in the same (PCI bus) order, which is CUDA's order with
     ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` and in practice on single-model machines.
     """
     count = len(nvml_uuids)
     if env_value is None:
-        return list(range(count))
+        return [(i, None) for i in range(count)]
     result = []
     for token in env_value.split(","):
         token = token.strip()
@@ -64,16 +101,27 @@ def cuda_visible_nvml_indices(env_value, nvml_uuids):
             index = int(token)
             if index < 0 or index >= count:
                 break
+            target = (index, None)
+        elif token.upper().startswith("MIG-"):
+            found = [(i, slot) for i, slot, uuid in mig_uuids if uuid and uuid.startswith(token)]
+            if len(found) != 1:
+                break
+            target = found[0]
         else:
-            wanted = token if token.upper().startswith(("GPU-", "MIG-")) else "GPU-" + token
+            wanted = token if token.upper().startswith("GPU-") else "GPU-" + token
             matches = [i for i, uuid in enumerate(nvml_uuids) if uuid and uuid.startswith(wanted)]
             if len(matches) != 1:
                 break
-            index = matches[0]
-        if index in result:
+            target = (matches[0], None)
+        if target in result:
             break
-        result.append(index)
+        result.append(target)
     return result
+
+
+def cuda_visible_nvml_indices(env_value, nvml_uuids):
+    """``cuda_visible_targets`` without MIG instances: the NVML indices (list of int)."""
+    return [index for index, _slot in cuda_visible_targets(env_value, nvml_uuids)]
 
 
 def torch_memory():
@@ -110,7 +158,10 @@ class DeviceSampler:
 
     ``devices``: [Device] for the CUDA devices NVML sees, in ``CUDA_VISIBLE_DEVICES`` order.
     ``nvml``: the pynvml module when initialised, else None, and then ``nvml_error`` (str)
-    says why.
+    says why. ``hidden``: {CUDA index: bool}, the last sample's ``processHidden``.
+
+    ``sample`` and ``process_lists`` run in the sampler thread; ``processes`` (for an
+    inventory or an ``oom`` message) reads NVML afresh and shares nothing with them.
     """
 
     def __init__(self, pid=None):
@@ -118,7 +169,10 @@ class DeviceSampler:
         self.nvml = None
         self.nvml_error = None
         self.devices = []
+        self.hidden = {}
         self._memory_v2 = True
+        self._listed = {}  # CUDA index -> _Listed: the last compute-process list read
+        self._no_graphics = set()  # CUDA indices whose driver lists no graphics processes
 
     def start(self):
         """Initialise NVML and list the devices; failures end up in ``nvml_error``."""
@@ -151,13 +205,24 @@ class DeviceSampler:
                 uuids.append(_text(pynvml.nvmlDeviceGetUUID(handle)))
             except Exception:
                 uuids.append(None)
-        order = cuda_visible_nvml_indices(os.environ.get("CUDA_VISIBLE_DEVICES"), uuids)
+        migs = [_mig_instances(pynvml, handle) for handle in handles]
+        mig_uuids = [
+            (i, slot, uuid) for i, found in enumerate(migs) for slot, (_h, uuid) in enumerate(found)
+        ]
+        env = os.environ.get("CUDA_VISIBLE_DEVICES")
+        targets = cuda_visible_targets(env, uuids, mig_uuids)
         devices = []
-        for cuda_index, nvml_index in enumerate(order):
-            handle = handles[nvml_index]
+        for cuda_index, (nvml_index, slot) in enumerate(targets):
+            if slot is None:
+                handle, uuid, mig = handles[nvml_index], uuids[nvml_index], False
+                instances = tuple(h for h, _uuid in migs[nvml_index])
+            else:
+                (handle, uuid), mig, instances = migs[nvml_index][slot], True, ()
             name = _text(pynvml.nvmlDeviceGetName(handle))
             total = int(self._memory(pynvml, handle).total)
-            devices.append(Device(cuda_index, handle, name, total, uuids[nvml_index], nvml_index))
+            devices.append(
+                Device(cuda_index, handle, name, total, uuid, nvml_index, mig, instances)
+            )
         return devices
 
     def stop(self):
@@ -176,21 +241,77 @@ class DeviceSampler:
                 self._memory_v2 = False  # old nvidia-ml-py or driver: v1 from now on
         return nvml.nvmlDeviceGetMemoryInfo(handle)
 
+    def _read(self, nvml, device, function):
+        """A process list of ``device`` ([ProcessUse]) through ``function`` (an NVML
+        ``nvmlDeviceGet...RunningProcesses``): a GPU in MIG mode through each instance's handle
+        (a process on two instances is listed twice, with its bytes on each)."""
+        out = []
+        for handle in device.mig_handles or (device.handle,):
+            for p in function(handle):
+                used = getattr(p, "usedGpuMemory", None)
+                out.append(ProcessUse(int(p.pid), None if used is None else int(used)))
+        return out
+
+    def _compute(self, nvml, device, used, max_age):
+        """The compute processes of ``device`` ([ProcessUse]): the last list read when the
+        device's ``used`` bytes are the same as then and it is younger than ``max_age`` (s),
+        else read now (and kept)."""
+        now = time.monotonic()
+        last = self._listed.get(device.index)
+        if last is not None and last.used == used and 0 <= now - last.at < max_age:
+            return last.processes
+        procs = self._read(nvml, device, nvml.nvmlDeviceGetComputeRunningProcesses)
+        self._listed[device.index] = _Listed(used, procs, now)
+        return procs
+
+    def _graphics(self, nvml, device, on_error):
+        """The graphics processes of ``device`` ([ProcessUse]); [] from now on where the driver
+        or pynvml has no such list, [] after another failure (passed to ``on_error``)."""
+        if device.index in self._no_graphics:
+            return []
+        try:
+            return self._read(nvml, device, nvml.nvmlDeviceGetGraphicsRunningProcesses)
+        except Exception as exc:
+            code = getattr(exc, "value", None)
+            if isinstance(exc, AttributeError) or code in (
+                getattr(nvml, "NVML_ERROR_NOT_SUPPORTED", NVML_ERROR_NOT_SUPPORTED),
+                getattr(nvml, "NVML_ERROR_FUNCTION_NOT_FOUND", NVML_ERROR_FUNCTION_NOT_FOUND),
+            ):
+                self._no_graphics.add(device.index)
+            elif on_error is not None:
+                on_error(exc)
+            return []
+
+    def process_lists(self, on_error=None):
+        """[ProcessLists] of the devices (compute and graphics processes, NVML), for
+        ``gpuProcesses``; a device whose compute list fails is left out and the failure
+        passed to ``on_error(exception)``. [] without NVML. Sampler thread only: the compute
+        list a sample read less than ``LIST_REUSE_AGE`` s ago (memory unchanged) is reused."""
+        nvml = self.nvml
+        out = []
+        if nvml is None:
+            return out
+        for device in self.devices:
+            try:
+                used = int(self._memory(nvml, device.handle).used)
+                compute = self._compute(nvml, device, used, LIST_REUSE_AGE)
+            except Exception as exc:
+                if on_error is not None:
+                    on_error(exc)
+                continue
+            out.append(ProcessLists(device.index, compute, self._graphics(nvml, device, on_error)))
+        return out
+
     def processes(self, cuda_index):
-        """``DeviceProcesses`` of one device from NVML, or None without NVML or for an unknown
-        index."""
+        """``DeviceProcesses`` of one device from NVML (read now), or None without NVML or for
+        an unknown index."""
         nvml = self.nvml
         for device in self.devices:
             if device.index != cuda_index or nvml is None:
                 continue
             try:
                 mem = self._memory(nvml, device.handle)
-                procs = [
-                    ProcessUse(
-                        int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory)
-                    )
-                    for p in nvml.nvmlDeviceGetComputeRunningProcesses(device.handle)
-                ]
+                procs = self._read(nvml, device, nvml.nvmlDeviceGetComputeRunningProcesses)
                 return DeviceProcesses(int(mem.free), int(mem.total), procs)
             except Exception:
                 return None
@@ -215,7 +336,9 @@ class DeviceSampler:
         ``reserved`` from torch, ``cached`` (reserved - allocated) and ``nonTorch`` (process -
         reserved); bytes, None where not measurable. ``processHidden``: NVML lists no process
         with this pid although torch reserves memory (another pid namespace). NVML failures are
-        passed to ``on_error(exception)``."""
+        passed to ``on_error(exception)``. The compute-process list is read again only when
+        the device's used memory moved or the last read is ``LIST_MAX_AGE`` s old (sampler
+        thread only)."""
         devices = {}
         if self.nvml is not None:
             for device in self.devices:
@@ -241,6 +364,7 @@ class DeviceSampler:
             both = process is not None and reserved is not None
             entry["nonTorch"] = max(0, process - reserved) if both else None
             entry.setdefault("processHidden", False)
+        self.hidden = {i: entry["processHidden"] for i, entry in devices.items()}
         return [devices[i] for i in sorted(devices)]
 
     def _nvml_entry(self, device, on_error):
@@ -253,15 +377,39 @@ class DeviceSampler:
             entry["total"] = int(mem.total)
             mine = 0
             unknown = False
-            for proc in nvml.nvmlDeviceGetComputeRunningProcesses(device.handle):
+            for proc in self._compute(nvml, device, entry["used"], LIST_MAX_AGE):
                 if proc.pid == self.pid:
-                    used = getattr(proc, "usedGpuMemory", None)
-                    if used is None:
+                    if proc.used is None:
                         unknown = True
                     else:
-                        mine += int(used)
+                        mine += proc.used
             entry["process"] = None if unknown else mine
         except Exception as exc:
             if on_error is not None:
                 on_error(exc)
         return entry
+
+
+def _mig_instances(nvml, handle):
+    """[(MIG device handle, uuid or None)] of a GPU in MIG mode; [] for any other GPU, or
+    where the driver or pynvml cannot say (``nvmlDeviceGetMigMode`` answers "not supported" on
+    GPUs without MIG)."""
+    try:
+        current = nvml.nvmlDeviceGetMigMode(handle)[0]
+        if current != getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
+            return []
+        count = int(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))
+    except Exception:
+        return []
+    out = []
+    for slot in range(count):
+        try:
+            mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+        except Exception:
+            continue  # no instance in this slot ("not found")
+        try:
+            uuid = _text(nvml.nvmlDeviceGetUUID(mig))
+        except Exception:
+            uuid = None
+        out.append((mig, uuid))
+    return out

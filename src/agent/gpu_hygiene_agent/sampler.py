@@ -1,20 +1,34 @@
-"""The sampler thread: pushes a ``sample`` every ``interval_ms``, also while a cell runs."""
+"""The sampler thread: pushes a ``sample`` every ``interval_ms``, also while a cell runs, and
+reads the slower facts (``gpuProcesses``) at their own rate."""
 
 import sys
 import threading
+import time
 
-from .limits import DEFAULT_INTERVAL_MS, MODULE_NAME, THREAD_NAME
+from .limits import DEFAULT_INTERVAL_MS, MODULE_NAME, SLOW_INTERVAL_MS, THREAD_NAME
+
+
+def _now_ms():
+    return time.monotonic_ns() // 1000000
 
 
 class SamplerThread:
     """A daemon thread ("gpu-hygiene-sampler") that calls ``tick()`` every ``interval_ms``
-    (``wake()`` makes it tick now). It ends on ``stop()``, and by itself once the package in
-    ``sys.modules`` runs another agent than ``owner`` (one that could not stop this one)."""
+    (``wake()`` makes it tick now) and ``slow()``, when given, at most every ``slow_ms``.
 
-    def __init__(self, owner, tick):
+    Ticks keep a fixed rate (a wake starts a new one from now). ``slow`` runs right after the
+    first tick at or after its time, so that it can use what that tick just read (with
+    ``interval_ms`` above ``slow_ms`` it runs on its own time); when it returns False (it had
+    nothing to do: no comm open) it runs again at the next tick. It ends on ``stop()``, and by
+    itself once the package in ``sys.modules`` runs another agent than ``owner`` (one that
+    could not stop this one)."""
+
+    def __init__(self, owner, tick, slow=None):
         self.owner = owner
         self.tick = tick
+        self.slow = slow
         self.interval_ms = DEFAULT_INTERVAL_MS
+        self.slow_ms = SLOW_INTERVAL_MS
         self.stop_event = threading.Event()
         self.wake_event = threading.Event()
         self.thread = None
@@ -42,12 +56,28 @@ class SamplerThread:
 
     def _run(self):
         try:
+            next_tick = next_slow = _now_ms()
             while not self.stop_event.is_set():
                 current = getattr(sys.modules.get(MODULE_NAME), "_agent", None)
                 if current is not None and current is not self.owner:
                     break  # replaced by another agent that could not stop this one
-                self.tick()
-                self.wake_event.wait(self.interval_ms / 1000.0)
+                now = _now_ms()
+                woken = self.wake_event.is_set()
                 self.wake_event.clear()
+                interval = self.interval_ms
+                at = now  # this turn's time on the schedule
+                if woken or now >= next_tick:
+                    if not woken and now - next_tick < interval:
+                        at = next_tick  # on time: keep the rate
+                    self.tick()
+                    next_tick = at + interval
+                    if next_tick <= _now_ms():  # a tick longer than the interval
+                        next_tick = _now_ms() + interval
+                if self.slow is not None and at >= next_slow and self.slow() is not False:
+                    next_slow = at + self.slow_ms
+                until = next_tick
+                if self.slow is not None and interval > self.slow_ms:
+                    until = min(until, next_slow)
+                self.wake_event.wait(max(0, until - _now_ms()) / 1000.0)
         except BaseException:
             pass  # interpreter shutdown; never let a thread traceback reach stderr

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""What one ``sample`` and one ``gpuProcesses`` read cost in the agent, with a fake NVML
+(``test/agent/fake_nvml/pynvml.py``; no GPU needed): the agent's own Python work around the
+NVML calls, and how many NVML calls each makes. ``--delay`` makes every fake call busy-wait
+for what the real call took on an H200 (memory info 7 us, a process list 36 us: docs/DESIGN),
+so that fewer calls show as less time; the real figures are measured on the device.
+
+    .venv/bin/python bench/nvml_cost.py                  # the work tree's agent
+    .venv/bin/python bench/nvml_cost.py --ref HEAD~3     # the agent of a commit (before/after)
+    .venv/bin/python bench/nvml_cost.py --delay          # with emulated NVML latencies
+    python bench/nvml_cost.py --real                     # the real pynvml, on a GPU machine
+
+It loads the agent in this process (``load_agent``) and times, in this thread:
+
+- ``sample (list unchanged)``: ``DeviceSampler.sample()`` while device memory does not move
+  (the agent may reuse the last process list);
+- ``sample (memory moving)``: the device's used bytes change before every call (the list is
+  read again);
+- ``gpuProcesses read, unchanged``: ``GpuProcesses.poll`` when nothing changed (no message);
+- ``gpuProcesses read, sent``: ``poll`` that builds a message (``/proc`` reads of each pid);
+- ``gpuProcesses read, memory moving``: ``poll`` while the device's used bytes change (the
+  compute list is read again; the processes' own bytes stay, so no message).
+
+Each figure: median and p95 over ``--reps`` calls, in microseconds. With ``--real`` (the real
+pynvml and driver: the memory cannot be made to move, so that row is left out) it also times the
+raw NVML calls and prints each device's MIG mode and graphics list.
+"""
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "test" / "agent"))
+
+import kernel_driver as kd  # noqa: E402 -- needs the path above
+
+FAKE_DIR = ROOT / "test" / "agent" / "fake_nvml"
+
+MiB = 1 << 20
+
+
+def modules_at(ref):
+    """The agent's modules at a git ref ([(name, text)], as ``kd.agent_modules``)."""
+    rel = kd.AGENT_DIR.relative_to(kd.ROOT)
+
+    def show(name):
+        return subprocess.run(
+            ["git", "show", f"{ref}:{rel}/{name}.py"],
+            cwd=kd.ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+
+    init = show("__init__")
+    names = None
+    for line in init.split("MODULES = (", 1)[1].split(")", 1)[0].splitlines():
+        line = line.strip().strip(",").strip('"')
+        if line:
+            names = (names or []) + [line]
+    return [(name, show(name)) for name in [*names, "__init__"]]
+
+
+def pct(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def timed(fn, reps, before=None):
+    out = []
+    for _ in range(reps):
+        if before is not None:
+            before()
+        start = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - start) * 1e6)
+    return out
+
+
+def real_calls(pynvml, sampler, reps, rows):
+    """The raw NVML calls on each device (rows as ``measure``'s), and what they answer."""
+    for device in sampler.devices:
+        handle = device.handle
+        try:
+            mig = pynvml.nvmlDeviceGetMigMode(handle)
+        except Exception as exc:
+            mig = repr(exc)
+        try:
+            graphics = [
+                (p.pid, p.usedGpuMemory)
+                for p in pynvml.nvmlDeviceGetGraphicsRunningProcesses(handle)
+            ]
+        except Exception as exc:
+            graphics = repr(exc)
+        compute = [
+            (p.pid, p.usedGpuMemory) for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        ]
+        print(
+            f"device {device.index} {device.name}: MIG mode {mig}, mig handles "
+            f"{len(getattr(device, 'mig_handles', ()))}, compute {compute}, graphics {graphics}"
+        )
+        for label, fn in (
+            ("memory info", lambda h=handle: sampler._memory(pynvml, h)),
+            ("compute list", lambda h=handle: pynvml.nvmlDeviceGetComputeRunningProcesses(h)),
+            ("graphics list", lambda h=handle: pynvml.nvmlDeviceGetGraphicsRunningProcesses(h)),
+        ):
+            try:
+                values = timed(fn, reps)
+            except Exception as exc:
+                print(f"  {label}: {exc!r}")
+                continue
+            rows.append(
+                (f"NVML {label} (device {device.index})", pct(values, 0.5), pct(values, 0.95), {})
+            )
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ref", help="git ref of the agent (default: the work tree)")
+    parser.add_argument("--reps", type=int, default=5000)
+    parser.add_argument("--processes", type=int, default=6, help="processes on the device")
+    parser.add_argument("--delay", action="store_true", help="emulate NVML call latencies")
+    parser.add_argument("--real", action="store_true", help="the real pynvml (GPU machine)")
+    args = parser.parse_args()
+    if not args.real:
+        sys.path.insert(0, str(FAKE_DIR))  # this process only
+
+    sleepers = [subprocess.Popen(["sleep", "600"]) for _ in range(max(0, args.processes - 2))]
+    try:
+        procs = [{"pid": "self", "used": 900 * MiB}, {"pid": os.getppid(), "used": 300 * MiB}]
+        procs += [{"pid": p.pid, "used": (i + 1) * 100 * MiB} for i, p in enumerate(sleepers)]
+        config = {
+            "devices": [
+                {
+                    "name": "Fake H200",
+                    "uuid": "GPU-fake-0000",
+                    "total": 140 * 1024 * MiB,
+                    "used": 4096 * MiB,
+                    "compute": procs,
+                    "graphics": [],
+                    "migMode": 0,
+                }
+            ],
+            "delayUs": {"memory": 7, "processes": 36} if args.delay else {},
+        }
+        if not args.real:
+            fd, path = tempfile.mkstemp(suffix=".json")
+            os.close(fd)
+            Path(path).write_text(json.dumps(config))
+            os.environ["FAKE_NVML_CONFIG"] = path
+        import pynvml
+
+        if not hasattr(pynvml, "CALLS"):  # the real one: count nothing
+            pynvml.CALLS = collections.Counter()
+
+        modules = modules_at(args.ref) if args.ref else None
+        agent = kd.load_agent("_gpu_hygiene_nvml_cost", modules)
+        sampler = agent.devices.DeviceSampler()
+        sampler.start()
+        if sampler.nvml is not pynvml:
+            sys.exit(f"no NVML: {sampler.nvml_error}")
+        rows = []
+        if args.real:
+            real_calls(pynvml, sampler, args.reps, rows)
+
+        def measure(label, fn, before=None):
+            pynvml.CALLS.clear()
+            values = timed(fn, args.reps, before)
+            calls = {k: v / args.reps for k, v in pynvml.CALLS.items()}
+            rows.append((label, pct(values, 0.5), pct(values, 0.95), calls))
+
+        measure("sample (list unchanged)", sampler.sample)
+        state = {"used": 4096 * MiB}
+
+        def move():
+            # the fake re-reads its file when its mtime changes: change memory in place instead
+            state["used"] += MiB
+            pynvml._state["config"]["devices"][0]["used"] = state["used"]
+
+        if not args.real:
+            measure("sample (memory moving)", sampler.sample, move)
+        gpuprocs = getattr(agent, "gpuprocs", None)
+        if gpuprocs is not None:
+            reader = gpuprocs.GpuProcesses(os.getpid())
+            errors = []
+            reader.poll(sampler, errors.append)
+            measure("gpuProcesses read, unchanged", lambda: reader.poll(sampler, errors.append))
+
+            def force():
+                reader.force = True
+
+            measure("gpuProcesses read, sent", lambda: reader.poll(sampler, errors.append), force)
+            if not args.real:
+                measure(
+                    "gpuProcesses read, memory moving",
+                    lambda: reader.poll(sampler, errors.append),
+                    move,
+                )
+            assert not errors, errors
+        nvml = "real NVML" if args.real else f"fake NVML, delay {args.delay}"
+        print(f"agent: {args.ref or 'work tree'}, {args.processes} processes, {nvml}")
+        print(f"{'figure':34} {'p50 us':>8} {'p95 us':>8}  NVML calls per call")
+        for label, p50, p95, calls in rows:
+            text = ", ".join(f"{k.replace('nvmlDeviceGet', '')} {v:g}" for k, v in calls.items())
+            print(f"{label:34} {p50:8.1f} {p95:8.1f}  {text}")
+    finally:
+        for p in sleepers:
+            p.kill()
+            p.wait()
+
+
+if __name__ == "__main__":
+    main()
