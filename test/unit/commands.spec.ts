@@ -119,7 +119,7 @@ describe('free and delete… commands (VRAM panel rows)', () => {
       'def _gpu_hygiene_clear_gpu(out_keys=(3,), names=("model",)):'
     );
     expect(source).toContain('gc.collect()');
-    expect(source).toContain('torch.cuda.empty_cache()');
+    expect(source).toContain('sys.modules["torch"].cuda.empty_cache()');
   });
 
   it('delete… inserts nothing when the user cancels', async () => {
