@@ -447,7 +447,8 @@ function signature(params: Array<[string, string[][]]>): string[] {
   // tokens: each is written whole; `glue` goes between it and the next one
   const tokens: string[] = ['def _gpu_hygiene_clear_gpu('];
   params.forEach(([name, items], p) => {
-    const comma = items.length === 1 && items[0].length === 1 ? ',' : '';
+    // a one-item tuple needs its comma, also after adjacent literals
+    const comma = items.length === 1 ? ',' : '';
     const flat = items.map((parts, i) =>
       parts.map((part, k) => {
         const last = k === parts.length - 1;

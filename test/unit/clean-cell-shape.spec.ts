@@ -42,6 +42,11 @@ function param(signature: string, name: string): Array<number | string> {
     }
   }
   const inside = signature.slice(start + name.length + 2, end);
+  // a tuple: empty, or a comma after the first item (`(2,)`, `("a" "b",)`)
+  expect([name, inside]).toEqual([
+    name,
+    inside === '' || /^(?:"[^"]*"\s*|[^,"])+,/.test(inside) ? inside : 'a tuple'
+  ]);
   const items: Array<number | string> = [];
   const token = /\*range\((\d+), (\d+)\)|(\d+)|((?:"[^"]*"\s*)+)/g;
   for (const m of inside.matchAll(token)) {

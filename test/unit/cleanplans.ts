@@ -137,7 +137,8 @@ function workers(): IInventory {
 
 /**
  * Near the bounds: 30 stale models in the output cache and the traceback
- * under long hostile labels, 40 named models (every name kept), 50 more
+ * under long hostile labels, 40 named models (every name kept, one of 151
+ * characters), 50 more
  * output cells holding tensors (a run of 30 and 20 scattered) and four
  * hidden copies.
  */
@@ -163,7 +164,12 @@ function crowded(): IInventory {
     yolo({
       id: `0x7f00000003${i}`,
       order: 60 + i,
-      holders: [held('variable', `model_with_a_rather_long_name_${i}`)]
+      holders: [
+        held(
+          'variable',
+          i ? `model_with_a_rather_long_name_${i}` : `m${'x'.repeat(150)}`
+        )
+      ]
     })
   );
   inventory.models = [...inventory.models, ...stale, ...named];
