@@ -39,6 +39,13 @@ import {
 } from './analysis/findings/owner-object';
 import { generateDropTrainerCell, holdingLabels } from './analysis/trainer';
 import { generateDropWorkersCell, workersToDrop } from './analysis/workers';
+import {
+  CLEAN_ACTION,
+  fingerprint,
+  placeActionCell,
+  replaceableCells,
+  type IActionCell
+} from './actioncells';
 import { gpuCleanIcon } from './icons';
 import type { GpuKernelModel } from './model';
 import { kernelOnGpu } from './otherkernels';
@@ -256,34 +263,55 @@ const variableArgs = {
 };
 
 /**
- * Insert the clean cell below the active cell of `panel`, and run it when asked.
+ * Insert an action's cell below the active cell of `panel`, and run it when
+ * asked. The earlier cells of the same action that the user has not edited
+ * are replaced, in one undoable step (see `actioncells.ts`): a second Clean
+ * GPU leaves one clean cell, with the second run's output. A toast says so
+ * when one of them was elsewhere in the notebook.
  *
- * @param tags - cell metadata tags (default `gpu-hygiene-clean`).
+ * @param action - the cell's tag and action key (default Clean GPU's).
  * @returns the index of the inserted cell.
  */
 export async function insertCleanCell(
   panel: NotebookPanel,
   code: string,
   run: boolean,
-  deps: Pick<ICommandDeps, 'sessionDialogs' | 'translator'>,
-  tags: string[] = ['gpu-hygiene-clean']
+  deps: Pick<ICommandDeps, 'sessionDialogs' | 'translator' | 'trans'>,
+  action: IActionCell = CLEAN_ACTION
 ): Promise<number> {
   const notebook = panel.content;
   const model = notebook.model;
   if (!model) {
     throw new Error('The notebook has no model.');
   }
-  const at = Math.min(
-    Math.max(notebook.activeCellIndex, -1) + 1,
-    model.cells.length
+  const [sha256, replace] = await Promise.all([
+    fingerprint(code),
+    replaceableCells(model.sharedModel, action.key)
+  ]);
+  const { index, replaced } = placeActionCell(
+    model.sharedModel,
+    notebook.activeCellIndex,
+    code,
+    action,
+    sha256,
+    replace
   );
-  model.sharedModel.insertCell(at, {
-    cell_type: 'code',
-    source: code,
-    metadata: { tags }
-  });
-  notebook.activeCellIndex = at;
+  notebook.activeCellIndex = index;
+  notebook.deselectAll(); // run this cell only, not a selection around it
   notebook.mode = 'command';
+  const elsewhere = replaced.filter(
+    i => i !== index + replaced.filter(r => r < i).length
+  );
+  if (elsewhere.length) {
+    Notification.info(
+      deps.trans._n(
+        'Replaced the earlier, unedited cell of this action; Undo (Z) brings it back.',
+        'Replaced %1 earlier, unedited cells of this action; Undo (Z) brings them back.',
+        replaced.length
+      ),
+      { autoClose: 5000 }
+    );
+  }
   if (run) {
     await NotebookActions.run(
       notebook,
@@ -292,7 +320,7 @@ export async function insertCleanCell(
       deps.translator
     );
   }
-  return at;
+  return index;
 }
 
 /**
@@ -378,7 +406,10 @@ export function addCommands(deps: ICommandDeps): void {
         planClean(inventory, { modelId: info.id })
       );
       const run = monitor.settings.cleanAction === 'insert-and-run';
-      await insertCleanCell(panel, code, run, deps);
+      await insertCleanCell(panel, code, run, deps, {
+        tag: CLEAN_ACTION.tag,
+        key: `free:${info.id}`
+      });
     }
   });
 
@@ -433,7 +464,10 @@ export function addCommands(deps: ICommandDeps): void {
         planClean(inventory, { modelId: info.id, deleteNames: names })
       );
       const run = monitor.settings.cleanAction === 'insert-and-run';
-      await insertCleanCell(panel, code, run, deps);
+      await insertCleanCell(panel, code, run, deps, {
+        tag: CLEAN_ACTION.tag,
+        key: `delete:${[...names].sort().join(',')}`
+      });
       return true;
     }
   });
@@ -485,9 +519,10 @@ export function addCommands(deps: ICommandDeps): void {
         return false;
       }
       const run = monitor.settings.cleanAction === 'insert-and-run';
-      await insertCleanCell(panel, code, run, deps, [
-        'gpu-hygiene-drop-trainer'
-      ]);
+      await insertCleanCell(panel, code, run, deps, {
+        tag: 'gpu-hygiene-drop-trainer',
+        key: `drop-trainer:${name}`
+      });
       return true;
     }
   });
@@ -543,9 +578,10 @@ export function addCommands(deps: ICommandDeps): void {
         return false;
       }
       const run = monitor.settings.cleanAction === 'insert-and-run';
-      await insertCleanCell(panel, code, run, deps, [
-        'gpu-hygiene-detach-graphs'
-      ]);
+      await insertCleanCell(panel, code, run, deps, {
+        tag: 'gpu-hygiene-detach-graphs',
+        key: `detach-graphs:${graph.name}`
+      });
       return true;
     }
   });
@@ -603,9 +639,10 @@ export function addCommands(deps: ICommandDeps): void {
         return false;
       }
       const run = monitor.settings.cleanAction === 'insert-and-run';
-      await insertCleanCell(panel, code, run, deps, [
-        'gpu-hygiene-drop-workers'
-      ]);
+      await insertCleanCell(panel, code, run, deps, {
+        tag: 'gpu-hygiene-drop-workers',
+        key: `drop-workers:${drop.names.join(',')}`
+      });
       return true;
     }
   });
@@ -658,9 +695,10 @@ export function addCommands(deps: ICommandDeps): void {
         return false;
       }
     }
-    await insertCleanCell(panel, code, run(), deps, [
-      'gpu-hygiene-delete-variable'
-    ]);
+    await insertCleanCell(panel, code, run(), deps, {
+      tag: 'gpu-hygiene-delete-variable',
+      key: `delete-variable:${root.name}`
+    });
     return true;
   };
 
@@ -713,9 +751,10 @@ export function addCommands(deps: ICommandDeps): void {
       if (!result.button.accept) {
         return false;
       }
-      await insertCleanCell(panel, code, run(), deps, [
-        'gpu-hygiene-move-to-cpu'
-      ]);
+      await insertCleanCell(panel, code, run(), deps, {
+        tag: 'gpu-hygiene-move-to-cpu',
+        key: `move-to-cpu:${root.name}`
+      });
       return true;
     }
   });

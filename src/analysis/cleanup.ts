@@ -6,7 +6,8 @@
  * deletes a variable the user still names; it drops output-cache entries that
  * hold stale models, the last exception's traceback, then runs
  * `gc.collect()` and `torch.cuda.empty_cache()` when CUDA is initialised. It
- * ends without a bare expression, so it pins nothing in the output cache itself.
+ * ends without a bare expression, so it pins nothing in the output cache
+ * itself. At most 25 lines, each within 79 columns ({@link generateCleanCell}).
  *
  * The VRAM panel plans for one model: "free" drops only what holds that stale
  * model, and "delete…" (after the user confirmed) starts with `del name` for
@@ -221,14 +222,18 @@ export function commentSafe(text: string, maxLength = 120): string {
     : oneLine;
 }
 
-/** Width of the cell's comment lines (PEP 8's 79 columns). */
-const COMMENT_WIDTH = 79;
+/** Width of every line of the cell (PEP 8's 79 columns). */
+const WIDTH = 79;
+/** Most lines of a generated cell (the plans' code leaves the rest to comments). */
+export const MAX_CELL_LINES = 25;
+/** Most lines of the description after the "Inserted by" line. */
+const MAX_DESCRIPTION = 3;
 
 function describeStale(model: IModelInfo): string {
   const held = holderNames(model).join(', ');
   return commentSafe(
-    `# ${model.label}, ${formatBytes(sumBytes(model.bytes))} (${held || 'nothing named'})`,
-    COMMENT_WIDTH
+    `${model.label}, ${formatBytes(sumBytes(model.bytes))} (${held || 'nothing named'})`,
+    100
   );
 }
 
@@ -244,166 +249,340 @@ function largest(list: ReadonlyArray<Record<string, number>>) {
 }
 
 /**
- * One comment line per planned cell (its output-cache names together) and
- * per hidden copy: `# cell [4]: 64.0 MiB on cuda:0, 1 tensor(s) (Out[4], _4)`.
+ * What the output cache frees: the planned cells and hidden copies, then
+ * their bytes (per root its own, `sole`; per cell the largest of its names)
+ * and tensors — `cells [3], [4], hidden copy _2: 12.0 MiB on cuda:0, 4
+ * tensor(s)` — and the same in short (`the output cache's 12.0 MiB on
+ * cuda:0`); none without outputs.
  */
 function describeOutputs(outputs: ReadonlyArray<IRootBytes>): string[] {
   const groups = new Map<string, IRootBytes[]>();
+  const cells = new Set<number>();
+  const hidden: string[] = [];
+  const recent: string[] = [];
   for (const root of outputs) {
-    const cells = root.cells ?? [];
     const legacy = root.cells === undefined;
-    const key = cells.length
-      ? cells.map(c => `[${c}]`).join(', ')
-      : legacy && (OUT_ENTRY.test(root.name) || NUMBERED.test(root.name))
-        ? `[${(OUT_ENTRY.exec(root.name) ?? NUMBERED.exec(root.name))?.[1]}]`
-        : '';
-    const name = key
-      ? `cell ${key}`
-      : legacy
-        ? `a recent cell's ${root.name}`
-        : `hidden copy ${root.name}`;
-    groups.set(name, [...(groups.get(name) ?? []), root]);
+    const match = OUT_ENTRY.exec(root.name) ?? NUMBERED.exec(root.name);
+    const of = root.cells?.length
+      ? root.cells
+      : legacy && match
+        ? [Number(match[1])]
+        : [];
+    of.forEach(c => cells.add(c));
+    if (!of.length) {
+      (legacy ? recent : hidden).push(root.name);
+    }
+    const key = of.length ? of.join(',') : root.name;
+    groups.set(key, [...(groups.get(key) ?? []), root]);
   }
-  return [...groups].map(([name, roots]) => {
+  if (!groups.size) {
+    return [];
+  }
+  const total: Record<string, number> = {};
+  let tensors = 0;
+  for (const roots of groups.values()) {
     const bytes = largest(roots.map(r => r.sole ?? r.bytes));
-    const tensors = Math.max(...roots.map(r => r.tensors));
-    const what = roots.some(r => r.models) ? 'models, ' : '';
-    const count = tensors ? `, ${what}${tensors} tensor(s)` : '';
-    const names = roots.map(r => r.name).join(', ');
-    const by = name.startsWith('cell') ? ` (${names})` : '';
-    return commentSafe(
-      `# ${name}: ${formatPlacement(bytes)}${count}${by}`,
-      COMMENT_WIDTH
-    );
-  });
+    for (const [device, value] of Object.entries(bytes)) {
+      total[device] = (total[device] ?? 0) + value;
+    }
+    tensors += Math.max(...roots.map(r => r.tensors));
+  }
+  const sorted = [...cells].sort((a, b) => a - b).map(c => `[${c}]`);
+  const where = [
+    ...(sorted.length
+      ? [`${sorted.length > 1 ? 'cells' : 'cell'} ${someNames(sorted, 30)}`]
+      : []),
+    ...(hidden.length
+      ? [
+          `hidden ${hidden.length > 1 ? 'copies' : 'copy'} ${someNames(hidden, 20)}`
+        ]
+      : []),
+    ...(recent.length ? [`a recent cell's ${someNames(recent, 20)}`] : [])
+  ];
+  const what = outputs.some(r => r.models) ? 'models, ' : '';
+  const count = tensors ? `, ${what}${tensors} tensor(s)` : '';
+  return [
+    commentSafe(`${where.join(', ')}: ${formatPlacement(total)}${count}`, 160),
+    `the output cache's ${formatPlacement(total)}`
+  ];
 }
 
+/** `code`, with `  # comment` when that fits in {@link WIDTH} columns. */
+function withComment(code: string, comment: string): string {
+  const line = `${code}  # ${comment}`;
+  return line.length <= WIDTH ? line : code;
+}
+
+/** Holds a figure and its unit together while wrapping (never in the output). */
+const UNIT_GLUE = '\u0000';
+
 /**
- * Words of `text` as comment lines of at most {@link COMMENT_WIDTH} columns.
+ * `text` as `# ` comment lines of at most {@link WIDTH} columns, words (and
+ * a figure with its unit) kept whole; a longer word is cut with an ellipsis.
  */
 function wrapComment(text: string): string[] {
   const lines: string[] = [];
   let line = '#';
-  for (const word of commentSafe(text, 400).split(' ').filter(Boolean)) {
-    if (line.length + 1 + word.length > COMMENT_WIDTH && line !== '#') {
+  const safe = commentSafe(text, 2000).replace(
+    /(\d) (B|KiB|MiB|GiB|TiB)\b/g,
+    `$1${UNIT_GLUE}$2`
+  );
+  for (const word of safe.split(' ').filter(Boolean)) {
+    if (line.length + 1 + word.length > WIDTH && line !== '#') {
       lines.push(line);
       line = '#';
     }
-    line += ` ${word}`;
+    line += ` ${word.split(UNIT_GLUE).join(' ')}`;
+  }
+  return [...lines, line].map(l => commentSafe(l, WIDTH));
+}
+
+/** `names` joined, cut to about `room` characters with "+N more". */
+function someNames(names: ReadonlyArray<string>, room = 40): string {
+  if (!names.length) {
+    return 'none';
+  }
+  let shown = names.length;
+  while (shown > 1 && names.slice(0, shown).join(', ').length > room) {
+    shown--;
+  }
+  const rest = names.length - shown;
+  return `${names.slice(0, shown).join(', ')}${rest ? ` +${rest} more` : ''}`;
+}
+
+/**
+ * The description: what the cell drops and keeps, then what it frees, as
+ * dense comment lines, at most `budget`. What does not fit is shortened:
+ * the first stale models and "+N more", then the stale models as one count,
+ * then the output cache in short, then the head alone.
+ */
+function describe(
+  head: string,
+  stale: ReadonlyArray<IModelInfo>,
+  outputs: ReadonlyArray<IRootBytes>,
+  budget: number
+): string[] {
+  if (budget <= 0) {
+    return [];
+  }
+  const models = stale.map(describeStale);
+  const [cache, short] = describeOutputs(outputs);
+  const outs = cache === undefined ? [] : [cache];
+  const candidates: string[][] = [];
+  for (let shown = models.length; shown >= 1; shown--) {
+    const rest = models.length - shown;
+    candidates.push([
+      ...models.slice(0, shown),
+      ...(rest ? [`+${rest} more stale`] : []),
+      ...outs
+    ]);
+  }
+  const bytes = stale.reduce((sum, m) => sum + sumBytes(m.bytes), 0);
+  const count = models.length
+    ? [
+        `${models.length} stale model${models.length > 1 ? 's' : ''}, ${formatBytes(bytes)}`
+      ]
+    : [];
+  candidates.push(
+    [...count, ...outs],
+    [...count, ...(short === undefined ? [] : [short])]
+  );
+  for (const items of candidates) {
+    const text = items.length
+      ? `${head} Frees ${items.join('; ')}.`
+      : `${head} Output cache: nothing to drop.`;
+    const lines = wrapComment(text);
+    if (lines.length <= budget) {
+      return lines;
+    }
+  }
+  const lines = wrapComment(head);
+  return lines.length <= budget
+    ? lines
+    : [
+        ...lines.slice(0, budget - 1),
+        commentSafe(`${lines[budget - 1]} …`, WIDTH)
+      ];
+}
+
+/**
+ * Tuple items as Python source: numbers, runs of four or more consecutive
+ * numbers as `*range(a, b)`; a one-item tuple gets its comma.
+ */
+function pyKeys(keys: ReadonlyArray<number>): string[] {
+  const items: string[] = [];
+  for (let i = 0; i < keys.length;) {
+    let j = i;
+    while (j + 1 < keys.length && keys[j + 1] === keys[j] + 1) {
+      j++;
+    }
+    if (j - i >= 3) {
+      items.push(`*range(${keys[i]}, ${keys[j] + 1})`);
+      i = j + 1;
+    } else {
+      items.push(String(keys[i]));
+      i++;
+    }
+  }
+  return items;
+}
+
+/**
+ * A string literal of an already-safe name, as adjacent literals of at most
+ * 60 characters each (Python joins them), so that no line gets too long.
+ */
+function pyString(text: string): string[] {
+  const parts: string[] = [];
+  for (let i = 0; i < text.length || !parts.length; i += 60) {
+    parts.push(`"${text.slice(i, i + 60)}"`);
+  }
+  return parts;
+}
+
+/**
+ * The `def` line with its parameters, wrapped between tuple items at
+ * {@link WIDTH} columns (8-space continuation indent).
+ */
+function signature(params: Array<[string, string[][]]>): string[] {
+  // tokens: each is written whole; `glue` goes between it and the next one
+  const tokens: string[] = ['def _gpu_hygiene_clear_gpu('];
+  params.forEach(([name, items], p) => {
+    // a one-item tuple needs its comma, also after adjacent literals
+    const comma = items.length === 1 ? ',' : '';
+    const flat = items.map((parts, i) =>
+      parts.map((part, k) => {
+        const last = k === parts.length - 1;
+        const sep = i === items.length - 1 ? comma : ',';
+        return `${i === 0 && k === 0 ? `${name}=(` : ''}${part}${last ? sep : ''}`;
+      })
+    );
+    const words = flat.flat();
+    if (!words.length) {
+      words.push(`${name}=(`);
+    }
+    words[words.length - 1] += `)${p === params.length - 1 ? '):' : ','}`;
+    tokens.push(...words);
+  });
+  const lines: string[] = [];
+  let line = '';
+  for (const token of tokens) {
+    const glue = line === '' || line.endsWith('(') ? '' : ' ';
+    if (line !== '' && (line + glue + token).length > WIDTH) {
+      lines.push(line);
+      line = `        ${token}`;
+    } else {
+      line += glue + token;
+    }
   }
   return [...lines, line];
 }
 
-/** A Python tuple literal of already-safe items: `()`, `(a,)`, `(a, b)`. */
-function pyTuple(items: string[]): string {
-  return items.length === 1 ? `(${items[0]},)` : `(${items.join(', ')})`;
-}
-
 /**
- * Generate the clear_gpu cell (about 25 lines; comments within 79 columns).
+ * Generate the clear_gpu cell: at most {@link MAX_CELL_LINES} lines, every
+ * line within 79 columns (PEP 8). The code comes first (17 to 21 lines, by
+ * plan); the description gets the lines it leaves, at most three after the
+ * "Inserted by" line, and shortens itself to fit (see `describe`). Only a
+ * plan with more than about 20 scattered output cells (a run of consecutive
+ * cells is one `*range(a, b)`) wraps its signature past what the
+ * description gives up, a line per about 14 more cells.
  *
- * What it drops, whatever the IPython version: for each planned cell
- * `Out[N]` (IPython's `output_hist`), for each hidden copy what IPython's
- * names of that slot hold (`user_ns_hidden`, the display hook's `_`, `__`,
- * `___`, for `_` the last result); then every name IPython gave those very
- * objects — `_`, `__`, `___`, `_N` in `user_ns` (only while
- * `user_ns_hidden` holds the same object there: never a user's own
- * variable), in `user_ns_hidden` and the display hook, and
- * `last_execution_result.result`.
+ * What it drops, whatever the IPython version: the variables the user chose
+ * (`names`), for each planned cell `Out[N]` (IPython's `output_hist`), for
+ * each hidden copy what IPython's names of that slot hold (`user_ns_hidden`,
+ * the display hook's `_`, `__`, `___`, for `_` the last result); then every
+ * name IPython gave those very objects — `_`, `__`, `___`, `_N` in
+ * `user_ns` (only while `user_ns_hidden` holds the same object there: never
+ * a user's own variable), in `user_ns_hidden` and the display hook: the
+ * slots become `""` (as IPython resets them), `_N` go. It lets go of the
+ * previous cell's `ExecutionResult` (its result and error, which IPython
+ * drops when this cell ends anyway) before collecting; the unrestricted plan
+ * (or one whose model the last traceback holds) also clears the last
+ * exception: the failed frames' locals (`traceback.clear_frames`), the
+ * `sys.last_*` names and IPython's `InteractiveTB.tb`. Then `gc.collect()`
+ * and, if CUDA is initialised, `torch.cuda.empty_cache()`.
+ *
+ * It keeps only the ids of what it drops, never the objects, so each is
+ * freed as its last name goes (an id can only match an object alive with
+ * it: the cell stores nothing but `""` in those namespaces). A missing entry
+ * or an empty slot adds the id of `None` or `""`: that only ever resets
+ * IPython's own empty names (an empty-string output's `_N` goes too). Every
+ * lookup has a default (`pop(k, None)`, `getattr(…, None)`), so re-running
+ * the cell, or running it after the names are gone, raises nothing.
  *
  * @param plan - from {@link planClean}.
  * @returns Python source; the first line is {@link CLEAN_MARKER}, which the
  *   agent uses to report `cleaned`.
  */
 export function generateCleanCell(plan: ICleanPlan): string {
-  const outKeys = pyTuple(plan.outKeys.map(k => String(k)));
-  const kept = plan.keptNames.length ? plan.keptNames.join(', ') : 'none';
   const outputs = plan.outputs ?? [];
   const copies = (plan.copies ?? []).filter(
     c => SLOTS.includes(c) || NUMBERED.test(c)
   );
-  const dropped =
-    plan.staleModels.length || outputs.length
-      ? [...plan.staleModels.map(describeStale), ...describeOutputs(outputs)]
-      : ['# Output cache: nothing to drop.'];
   // Only identifiers reach code (planClean filters them; checked again here).
-  const deleteNames = plan.deleteNames.filter(isPythonIdentifier);
-  const params = [
-    `out_keys=${outKeys}`,
-    ...(copies.length ? [`copies=${pyTuple(copies.map(s => `"${s}"`))}`] : []),
-    ...(deleteNames.length
-      ? [`names=${pyTuple(deleteNames.map(n => `"${n}"`))}`]
+  const names = plan.deleteNames.filter(isPythonIdentifier);
+  const tb = plan.clearTraceback;
+  const params: Array<[string, string[][]]> = [
+    ['out_keys', pyKeys(plan.outKeys).map(k => [k])],
+    ...(copies.length
+      ? [['copies', copies.map(pyString)] as [string, string[][]]]
+      : []),
+    ...(names.length
+      ? [['names', names.map(pyString)] as [string, string[][]]]
       : [])
   ];
-  let header: string[];
-  if (deleteNames.length) {
-    header = wrapComment(
-      `Deletes what you chose (${deleteNames.join(', ')}), then the output-cache entries of that model; kept: ${kept}.`
-    );
-  } else if (plan.modelId !== null) {
-    header = wrapComment(
-      `Drops only what keeps one stale model alive; still named, so kept: ${kept}.`
-    );
-  } else {
-    header = wrapComment(
-      `Drops stale references only; still named, so kept: ${kept}.`
-    );
-  }
-  const traceback = plan.clearTraceback
-    ? [
-        '    if getattr(sys, "last_traceback", None) is not None:  # the failed frames',
-        '        sys.last_traceback.tb_next = None',
-        '    sys.last_type = sys.last_value = sys.last_traceback = sys.last_exc = None',
-        '    ip.InteractiveTB.tb = None'
-      ]
-    : [];
+  const pops =
+    '{id(ip.history_manager.output_hist.pop(k, None)) for k in out_keys}';
+  const code = [
+    ...signature(params),
+    `    import gc, re, sys${tb ? ', traceback' : ''}`,
+    '    ip = sys.modules["IPython"].get_ipython()  # even if the name was rebound',
+    '    ns, hid, dh = ip.user_ns, ip.user_ns_hidden, vars(ip.displayhook)',
+    ...(names.length
+      ? [
+          '    old = {id(ns.pop(n, None)) for n in names}  # the variables you chose',
+          `    old |= ${pops}`
+        ]
+      : [`    old = ${pops}`]),
+    ...(copies.length
+      ? [
+          '    res = getattr(ip.last_execution_result, "result", None)  # shown as _',
+          '    old |= {id(s.get(c)) for c in copies for s in (hid, dh, {"_": res})}'
+        ]
+      : []),
+    "    for s in (ns, hid, dh):  # IPython's own names of those objects (by id)",
+    '        for n in [n for n in list(s) if re.fullmatch(r"_{1,3}|_\\d+", str(n))]:',
+    '            if id(s[n]) in old and (s is not ns or hid.get(n) is s[n]):',
+    '                s[n] = ""  # _, __, ___ become "" (as IPython resets them)',
+    '                if n.strip("_"):  # and _N go',
+    '                    del s[n]',
+    withComment(
+      `    ${tb ? 'ip.InteractiveTB.tb = ' : ''}ip.last_execution_result = ${copies.length ? 'res = ' : ''}None`,
+      "the previous cell's"
+    ),
+    ...(tb
+      ? [
+          '    traceback.clear_frames(getattr(sys, "last_traceback", None))  # its locals',
+          '    sys.last_type = sys.last_value = sys.last_traceback = sys.last_exc = None'
+        ]
+      : []),
+    "    gc.collect()  # reference cycles; then PyTorch's cache back to the driver",
+    '    if sys.modules.get("torch") and sys.modules["torch"].cuda.is_initialized():',
+    '        sys.modules["torch"].cuda.empty_cache()',
+    '_gpu_hygiene_clear_gpu()',
+    'del _gpu_hygiene_clear_gpu'
+  ];
+  const kept = someNames(plan.keptNames);
+  const head = names.length
+    ? `Deletes what you chose (${someNames(names)}), then the output-cache entries of that model; kept: ${kept}.`
+    : plan.modelId !== null
+      ? `Drops only what keeps one stale model alive; still named, so kept: ${kept}.`
+      : `Drops stale references only; still named, so kept: ${kept}.`;
+  const budget = Math.min(MAX_DESCRIPTION, MAX_CELL_LINES - 2 - code.length);
   return [
     CLEAN_MARKER,
     '# Inserted by jupyterlab-gpu-hygiene; safe to re-run, also without it.',
-    ...header,
-    ...dropped,
-    `def _gpu_hygiene_clear_gpu(${params.join(', ')}):`,
-    '    import gc, re, sys',
-    '    ip = sys.modules["IPython"].get_ipython()  # also if the name was rebound',
-    '    ns, hid, dh, last = ip.user_ns, ip.user_ns_hidden, ip.displayhook, ip.last_execution_result',
-    ...(deleteNames.length
-      ? [
-          '    for name in names:  # the variables you chose; already gone is fine',
-          '        ns.pop(name, None)'
-        ]
-      : []),
-    '    out = ip.history_manager.output_hist  # Out: the planned cells go',
-    '    old = [out.pop(k) for k in out_keys if k in out]',
-    ...(copies.length
-      ? [
-          '    shown = [hid.get(c) for c in copies] + [getattr(dh, c, None) for c in copies]',
-          '    shown += [getattr(last, "result", None)] if "_" in copies else []',
-          '    old += [o for o in shown if o is not None and type(o) is not str]'
-        ]
-      : []),
-    "    for s in (ns, hid, vars(dh)):  # IPython's own names of those objects",
-    '        for n in [n for n, v in s.items() if re.fullmatch(r"_{1,3}|_\\d+", str(n))',
-    '                  and any(v is o for o in old) and (s is not ns or hid.get(n) is v)]:',
-    '            s[n] = ""  # _, __, ___ become "" (as IPython resets them); _N go',
-    '            if n.strip("_"): del s[n]',
-    ...(plan.clearTraceback
-      ? [
-          '    if last is not None:',
-          '        last.error_in_exec = None',
-          '        last.result = None if any(last.result is o for o in old) else last.result'
-        ]
-      : [
-          '    if last is not None and any(last.result is o for o in old):',
-          '        last.result = None'
-        ]),
-    ...traceback,
-    '    del old, last',
-    "    gc.collect()  # reference cycles; then PyTorch's cache back to the driver",
-    '    torch = sys.modules.get("torch")',
-    '    if torch is not None and torch.cuda.is_initialized():',
-    '        torch.cuda.empty_cache()',
-    '_gpu_hygiene_clear_gpu()',
-    'del _gpu_hygiene_clear_gpu',
+    ...describe(head, plan.staleModels, outputs, budget),
+    ...code,
     ''
   ].join('\n');
 }

@@ -746,5 +746,8 @@ class CleanCells:
             self.dump.mkdir(parents=True, exist_ok=True)
             (self.dump / f"{key}.json").write_text(json.dumps(inventory), encoding="utf-8")
         if self.dir is not None:
-            return (self.dir / f"{key}.py").read_text(encoding="utf-8")
-        return self.generate(inventory)
+            cell = (self.dir / f"{key}.py").read_text(encoding="utf-8")
+            problems = kd.clean_cell_shape(cell)
+            assert not problems, f"clean cell {key}: " + "; ".join(problems)
+            return cell
+        return self.generate(inventory)  # checks the shape too

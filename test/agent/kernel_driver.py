@@ -400,6 +400,27 @@ _GENERATE = (
 )
 
 
+# the shape every generated clean cell keeps (src/analysis/cleanup.ts: MAX_CELL_LINES, PEP 8)
+CELL_LINES = 25
+CELL_WIDTH = 79
+
+
+def clean_cell_shape(cell):
+    """What is wrong with the shape of a generated clean cell (list of str; empty when none):
+    more than ``CELL_LINES`` lines, a line wider than ``CELL_WIDTH`` columns."""
+    lines = cell.rstrip("\n").split("\n")
+    problems = [f"{len(lines)} lines (at most {CELL_LINES})"] if len(lines) > CELL_LINES else []
+    problems += [f"{len(line)} columns: {line!r}" for line in lines if len(line) > CELL_WIDTH]
+    return problems
+
+
+def comment_text(cell):
+    """The comment lines of a cell (``# ...``, not the first, the marker) as one text: the
+    description wraps its words over lines."""
+    lines = cell.split("\n")[1:]
+    return " ".join(line[2:] for line in lines if line.startswith("# "))
+
+
 def clean_cell_generator(module, node="node"):
     """``generate(inventory, **options) -> str``: ``generateCleanCell(planClean(inventory,
     options))`` of the compiled ``cleanup.js`` at ``module``, run through ``node`` (no Python
@@ -416,6 +437,9 @@ def clean_cell_generator(module, node="node"):
         )
         if done.returncode != 0:
             raise RuntimeError(f"clean-cell generator failed: {done.stderr.strip()[-2000:]}")
+        problems = clean_cell_shape(done.stdout)
+        if problems:
+            raise AssertionError("generated clean cell: " + "; ".join(problems))
         return done.stdout
 
     return generate

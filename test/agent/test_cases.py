@@ -31,6 +31,7 @@ from checks import (
     within,
 )
 from conftest import DEVICES, holder_names, model_by_order
+from kernel_driver import comment_text
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -240,7 +241,7 @@ def test_c01_with_the_generated_clean_cell(device, session, check, clean_cells):
     before = dev0(s.sample())
     clean = clean_cells(inventory, "stacking" if s.cuda else "stacking-cpu")
     assert "def _gpu_hygiene_clear_gpu(out_keys=(2,)):" in clean
-    assert f"# {older['label']}, {one / MiB:.1f} MiB (Out[2], _2, __)" in clean
+    assert f"{older['label']}, {one / MiB:.1f} MiB (Out[2], _2, __)" in comment_text(clean)
     result, inventory = s.run(5, clean)
     assert result.outputs == []
     (cleaned,) = s.comm.messages("cleaned")

@@ -16,6 +16,7 @@ import json
 import pytest
 from checks import MiB, within
 from conftest import DEVICES
+from kernel_driver import clean_cell_shape, comment_text
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -97,9 +98,8 @@ def test_displayed_tensors_map_to_their_cells_and_clean_frees_them(device, sessi
     before = allocated(s)
     clean = clean_cells(as_cuda(inventory, s.cuda), f"outputs-{device}")
     assert 'def _gpu_hygiene_clear_gpu(out_keys=(3, 4), copies=("_2",)):' in clean
-    assert "# hidden copy _2: 4.0 MiB on cuda:0" in clean
-    assert len(clean.splitlines()) <= 34
-    assert all(len(line) <= 79 for line in clean.splitlines() if line.lstrip().startswith("#"))
+    assert "cells [3], [4], hidden copy _2: 12.0 MiB on cuda:0" in comment_text(clean)
+    assert clean_cell_shape(clean) == []  # at most 25 lines, none wider than 79 columns
     s.run(code=clean)
     assert alive(s, "a", "b", "c", "d", "x") == ["x"]
     state = s.evaluate(

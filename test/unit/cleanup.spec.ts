@@ -23,6 +23,16 @@ function expectFixture(name: string, code: string): void {
   expect(code).toBe(readFileSync(path, 'utf8'));
 }
 
+/** The cell's comment lines after the marker, as one text. */
+function comments(code: string): string {
+  return code
+    .split('\n')
+    .slice(1)
+    .filter(l => l.startsWith('# '))
+    .map(l => l.slice(2))
+    .join(' ');
+}
+
 describe('planClean', () => {
   it('drops the stale output-cache entries of C01 and keeps `model`', () => {
     const plan = planClean(c01Inventory());
@@ -87,7 +97,9 @@ describe('generateCleanCell', () => {
   it('generates the cell with nothing stale (still clears the last traceback)', () => {
     const code = generateCleanCell(planClean(null));
     expect(code).toContain('out_keys=()');
-    expect(code).toContain('sys.last_traceback.tb_next = None');
+    expect(code).toContain(
+      'traceback.clear_frames(getattr(sys, "last_traceback", None))'
+    );
     expectFixture('clean_cell_empty.py', code);
   });
 
@@ -99,14 +111,18 @@ describe('generateCleanCell', () => {
     expect(lines[lines.length - 2]).toBe('_gpu_hygiene_clear_gpu()');
   });
 
-  it('keeps hostile labels inside one comment line', () => {
+  it('keeps hostile labels inside comment lines', () => {
     const inventory = c01Inventory();
     inventory.models[0].label =
       'Evil\nimport os; os.system("rm -rf /")\r\u2028x';
     const code = generateCleanCell(planClean(inventory));
-    const line = code.split('\n').find(l => l.includes('Evil'));
-    expect(line?.trimStart().startsWith('# Evil import os')).toBe(true);
-    expect(code.split('\n').some(l => l.startsWith('import os'))).toBe(false);
+    const lines = code.split('\n');
+    expect(comments(code)).toContain('Evil import os; os.system("rm -rf /")');
+    // the label's words only ever appear in comment lines
+    expect(
+      lines.filter(l => /Evil|os\.system|rm -rf/.test(l) && !l.startsWith('# '))
+    ).toEqual([]);
+    expect(lines.some(l => l.startsWith('import os'))).toBe(false);
   });
 
   it('commentSafe bounds the length', () => {
@@ -150,7 +166,7 @@ describe('planClean for one model (VRAM panel "free")', () => {
     expect(code).not.toContain('last_traceback');
     expect(code).not.toContain('Out[5]');
     expect(code).toContain('gc.collect()');
-    expect(code).toContain('torch.cuda.empty_cache()');
+    expect(code).toContain('sys.modules["torch"].cuda.empty_cache()');
     expectFixture('clean_cell_c01_free_one.py', code);
   });
 
@@ -159,7 +175,7 @@ describe('planClean for one model (VRAM panel "free")', () => {
     expect(plan.outKeys).toEqual([5]);
     expect(plan.clearTraceback).toBe(true);
     expect(generateCleanCell(plan)).toContain(
-      'sys.last_traceback.tb_next = None'
+      'traceback.clear_frames(getattr(sys, "last_traceback", None))'
     );
   });
 
@@ -186,7 +202,9 @@ describe('planClean with deleteNames (VRAM panel "delete…")', () => {
       'def _gpu_hygiene_clear_gpu(out_keys=(3,), names=("model",)):'
     );
     // A name that is already gone is fine: re-running the cell raises nothing.
-    expect(lines).toContain('        ns.pop(name, None)');
+    expect(lines).toContain(
+      '    old = {id(ns.pop(n, None)) for n in names}  # the variables you chose'
+    );
     expect(lines.some(l => l.startsWith('del model'))).toBe(false);
     expect(code).toContain('gc.collect()');
     expectFixture('clean_cell_c01_delete_model.py', code);
@@ -313,12 +331,15 @@ describe('output-cache entries holding CUDA tensors (issue 17, item 3)', () => {
 
   it('writes the bytes in the comments and drops what the slots show', () => {
     const code = generateCleanCell(planClean(withOutputs()));
-    expect(code).toContain('# cell [4]: 64.0 MiB on cuda:0, 1 tensor(s) (_4)');
+    // two lines of description are left: the models counted, the cache in short
+    expect(comments(code)).toContain(
+      "Frees 1 stale model, 12.1 MiB; the output cache's 96.0 MiB on cuda:0."
+    );
     expect(code).toContain(
       'def _gpu_hygiene_clear_gpu(out_keys=(2, 4), copies=("_",)):'
     );
     expect(code).not.toMatch(/\bx\b.*pop|del x/);
-    for (const line of code.split('\n').filter(l => l.includes('#'))) {
+    for (const line of code.split('\n')) {
       expect(line.length).toBeLessThanOrEqual(79);
     }
     expectFixture('clean_cell_outputs.py', code);

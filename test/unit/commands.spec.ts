@@ -25,6 +25,7 @@ import {
   gpuSample,
   graphHolder
 } from './fixtures';
+import { cellsOf, notebookOf, panelOf, quietYjs } from './notebooks';
 
 jest.mock('@jupyterlab/apputils', () => ({
   ...jest.requireActual('@jupyterlab/apputils'),
@@ -33,30 +34,30 @@ jest.mock('@jupyterlab/apputils', () => ({
 
 const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
 
-/** Just enough of a NotebookPanel for insertCleanCell (insert only, no run). */
+/**
+ * A real notebook model of four cells, the third active, in just enough of
+ * a NotebookPanel for insertCleanCell (insert only, no run); `inserted`
+ * records what the commands inserted.
+ */
 function fakePanel() {
+  const model = notebookOf(['a', 'b', 'c', 'd']);
+  const panel = panelOf(model, 2);
   const inserted: Array<{ at: number; source: string; tags: string[] }> = [];
-  const panel = {
-    content: {
-      activeCellIndex: 2,
-      mode: 'edit',
-      model: {
-        cells: { length: 4 },
-        sharedModel: {
-          insertCell: (at: number, cell: any) =>
-            inserted.push({ at, source: cell.source, tags: cell.metadata.tags })
-        }
-      }
-    },
-    sessionContext: {}
+  const insert = model.sharedModel.insertCell.bind(model.sharedModel);
+  model.sharedModel.insertCell = (at: number, cell: any) => {
+    inserted.push({ at, source: cell.source, tags: cell.metadata.tags });
+    return insert(at, cell);
   };
-  return { panel, inserted };
+  return { panel, inserted, notebook: model };
 }
+
+beforeAll(() => quietYjs());
+afterAll(() => jest.restoreAllMocks());
 
 function setup() {
   const model = new GpuKernelModel({ kernelId: 'k1' });
   model.apply(c01Inventory());
-  const { panel, inserted } = fakePanel();
+  const { panel, inserted, notebook } = fakePanel();
   const monitor: IGpuMonitor = {
     currentModel: model,
     currentChanged: new Signal<IGpuMonitor, GpuKernelModel | null>(
@@ -79,8 +80,30 @@ function setup() {
     translator: nullTranslator,
     trans
   });
-  return { commands, inserted, model };
+  return { commands, inserted, model, notebook };
 }
+
+describe('Clean GPU', () => {
+  afterEach(() => Notification.dismiss());
+
+  it('twice leaves one clean cell, the second one, where the first was', async () => {
+    const { commands, inserted, model, notebook } = setup();
+    await commands.execute(CommandIDs.clean, { kernelId: 'k1' });
+    model.apply({ ...c01Inventory(), seq: 9, models: [] }); // what the first freed
+    await commands.execute(CommandIDs.clean, { kernelId: 'k1' });
+    expect(inserted.map(c => c.at)).toEqual([3, 3]);
+    const cells = cellsOf(notebook);
+    expect(cells.map(c => c.source.split('\n')[0])).toEqual([
+      'a',
+      'b',
+      'c',
+      CLEAN_MARKER,
+      'd'
+    ]);
+    expect(cells[3].source).toBe(inserted[1].source);
+    expect(inserted[0].source).not.toBe(inserted[1].source);
+  });
+});
 
 describe('free and delete… commands (VRAM panel rows)', () => {
   afterEach(() => {
@@ -126,7 +149,7 @@ describe('free and delete… commands (VRAM panel rows)', () => {
       'def _gpu_hygiene_clear_gpu(out_keys=(3,), names=("model",)):'
     );
     expect(source).toContain('gc.collect()');
-    expect(source).toContain('torch.cuda.empty_cache()');
+    expect(source).toContain('sys.modules["torch"].cuda.empty_cache()');
   });
 
   it('delete… inserts nothing when the user cancels', async () => {

@@ -11,3 +11,13 @@ if (typeof navigator !== 'undefined' && !navigator.clipboard) {
     }
   });
 }
+
+// jsdom's crypto has no SubtleCrypto; the browser's (a secure context) has. The
+// clean-cell fingerprints use crypto.subtle.digest: Node's WebCrypto stands in.
+if (typeof globalThis.crypto !== 'undefined' && !globalThis.crypto.subtle) {
+  const { webcrypto } = require('crypto');
+  Object.defineProperty(globalThis.crypto, 'subtle', {
+    configurable: true,
+    value: webcrypto.subtle
+  });
+}
