@@ -6,7 +6,9 @@
   tallies and loose tensors, in the same order, on random roots with models that share
   storages, loose and graph tensors, one object named twice, and more sharers than
   ``sharedWith`` lists;
-- ``collect_parts``'s bytes per listed model (``sizes``) are ``bytes_by_device`` of its keeps."""
+- ``collect_parts``'s bytes per listed model (``sizes``) are ``bytes_by_device`` of its keeps;
+- ``children_fact`` looks for DataLoader holders (and asks NVML) only when a child is alive
+  or none can be listed."""
 
 import random
 import types
@@ -178,3 +180,24 @@ def test_a_model_sharing_a_storage_is_counted_storage_by_storage(agent):
     assert agent.rootbytes.solo_units(keysets, set()) == {3}  # a and b share storage 2
     assert agent.rootbytes.solo_units(keysets, {key("cpu", 6)}) == set()  # c's is also loose
     assert agent.rootbytes.solo_units({1: frozenset()}, set()) == set()  # nothing to count
+
+
+def test_children_fact_looks_for_holders_only_when_a_child_is_alive(agent, tmp_path):
+    pid = 4_194_304 + 17  # above Linux's largest pid: no real process (psutil finds none)
+    (tmp_path / str(pid) / "task" / str(pid)).mkdir(parents=True)
+    (tmp_path / str(pid) / "task" / str(pid) / "children").write_text("")
+    asked = []
+
+    def roots():
+        asked.append("roots")
+        return []
+
+    def nvml():
+        asked.append("nvml")
+        return {pid}
+
+    fact = agent.children.children_fact(pid, roots, nvml, proc=str(tmp_path))
+    assert fact["visible"] is True and fact["processes"] == [] and fact["holders"] == []
+    assert asked == []  # nothing alive: no holder could be reported, no NVML list needed
+    fact = agent.children.children_fact(pid, roots, nvml, proc=str(tmp_path / "none"))
+    assert fact["visible"] is False and asked == ["roots"]  # not visible: holders still named
