@@ -280,6 +280,14 @@ SECTION_TARGETS = (
     ("graphs", "grad_tensors"),
     ("graphs", "graph_bytes"),
     ("census", "model_entry"),
+    ("models", "StatsCache.measure"),
+    ("census", "collect_parts"),
+    ("rootbytes", "tally_roots"),
+    ("rootbytes", "root_rows"),
+    ("owners", "owner_facts"),
+    ("inventory", "Inventory.children"),
+    ("children", "read_tree"),
+    ("children", "worker_holders"),
     ("transport", "Transport.broadcast"),
 )
 

@@ -43,6 +43,8 @@ class Parts(NamedTuple):
 
     lists: dict  # id(listed model) -> [part dict]
     keeps: dict  # id(listed model) -> {StorageKey: nbytes}: own storages and parts
+    sizes: dict  # id(listed model) -> bytes_by_device(keeps[id])
+    keysets: dict  # id(listed model) -> set or frozenset of the keys of keeps[id]
 
 
 class Census(NamedTuple):
@@ -156,20 +158,25 @@ def part_path(key, home, via_of):
     return path
 
 
-def collect_parts(tops, stats, roots, listed, via_of, params, torch, paths=None):
+def collect_parts(tops, stats, roots, listed, via_of, params, torch, paths=None, totals=None):
     """``Parts``: models and tensors under a listed model, each storage counted once.
     ``stats``: {id(top): ModelStats}; ``params``: the storages of every live model;
-    ``paths``: Holders.paths (for the holders that name a part directly)."""
+    ``paths``: Holders.paths (for the holders that name a part directly); ``totals``:
+    {id(top): models.Totals} (StatsCache.totals; computed here where missing)."""
+    totals = _totals_getter(stats, totals)
     lists = {}
     counted = {}  # id(listed) -> set of storage keys already in its bytes or parts
     keeps = {}
+    sizes = {}
+    added = {}  # id(listed) -> set of the keys put in keeps after its own storages
     for module, _order in tops:
         key = id(module)
         if key not in stats or not stats[key].has_tensors or listed(key) != key:
             continue
-        counted[key] = set(stats[key].storages)
+        counted[key] = set(totals(key).keys)
         lists[key] = []
         keeps[key] = dict(stats[key].storages)
+        sizes[key] = dict(totals(key).by_device)
     for module, _order in tops:
         key = id(module)
         home = listed(key)
@@ -196,7 +203,8 @@ def collect_parts(tops, stats, roots, listed, via_of, params, torch, paths=None)
                 continue
             home = listed(via)
             if home in keeps:
-                keeps[home][storage] = nbytes
+                _put(keeps[home], sizes[home], storage, nbytes)
+                added.setdefault(home, set()).add(storage)
             # a storage of a live model's own tensors is that model's, wherever found
             if group is None or home not in counted or storage in counted[home]:
                 continue
@@ -213,8 +221,43 @@ def collect_parts(tops, stats, roots, listed, via_of, params, torch, paths=None)
         key = id(module)
         home = listed(key)
         if home != key and home in keeps and key in stats:
-            keeps[home].update(stats[key].storages)
-    return Parts(lists, keeps)
+            keys = totals(key).keys
+            more = added.setdefault(home, set())
+            if totals(home).keys.isdisjoint(keys) and more.isdisjoint(keys):
+                keeps[home].update(stats[key].storages)
+                for device, nbytes in totals(key).by_device.items():
+                    sizes[home][device] = sizes[home].get(device, 0) + nbytes
+            else:
+                for storage, nbytes in stats[key].storages.items():
+                    _put(keeps[home], sizes[home], storage, nbytes)
+            more.update(keys)
+    keysets = {}
+    for key in keeps:
+        more = added.get(key)
+        keysets[key] = totals(key).keys | more if more else totals(key).keys
+    return Parts(lists, keeps, sizes, keysets)
+
+
+def _totals_getter(stats, totals):
+    """``totals(key)``: the ``models.Totals`` of ``stats[key]``, from ``totals`` or computed
+    (and kept) here."""
+    known = dict(totals) if totals else {}
+
+    def get(key):
+        found = known.get(key)
+        if found is None:
+            found = known[key] = models.totals_of(stats[key])
+        return found
+
+    return get
+
+
+def _put(keep, size, storage, nbytes):
+    """``keep[storage] = nbytes``, with ``size`` (bytes_by_device(keep)) kept right."""
+    old = keep.get(storage)
+    if old != nbytes:
+        size[storage[0]] = size.get(storage[0], 0) + nbytes - (old or 0)
+        keep[storage] = nbytes
 
 
 def _group_part(group, torch):
@@ -227,9 +270,10 @@ def _group_part(group, torch):
     }
 
 
-def model_entries(tops, stats, holders, parts, truncated):
+def model_entries(tops, stats, holders, parts, truncated, totals=None):
     """(models, cut): the ``models`` of the message, oldest first, at most ``MAX_MODELS``
-    (the largest kept; ``cut`` when some were left out)."""
+    (the largest kept; ``cut`` when some were left out). ``totals``: as ``collect_parts``."""
+    totals = _totals_getter(stats, totals)
     out = []
     pieces = {}  # id(top) -> {(kind, name)} of its piece holders
     for top, kind, name in holders.pieces:
@@ -246,6 +290,7 @@ def model_entries(tops, stats, holders, parts, truncated):
             parts.lists[key][:MAX_PARTS],
             truncated,
             pieces.get(key, ()),
+            totals(key).by_device,
         )
         if entry is not None:
             out.append(entry)
@@ -268,11 +313,14 @@ def model_id(module, order):
     return f"{id(module):#x}-{order}"
 
 
-def model_entry(module, order, holder_paths, stats, parts, truncated=False, pieces=()):
+def model_entry(
+    module, order, holder_paths, stats, parts, truncated=False, pieces=(), by_device=None
+):
     """One entry of ``models`` (dict), or None for a model without parameters or buffers.
     ``holder_paths``: {(kind, name): path}; ``stats``: its ModelStats; ``parts``: [part];
     ``pieces``: the (kind, name) of the holders that reach only submodules of it (they are
-    reported with ``submodule: true`` and do not make it named)."""
+    reported with ``submodule: true`` and do not make it named); ``by_device``: its bytes
+    per device when known (models.Totals)."""
     cls = type(module)
     class_name = getattr(cls, "__name__", "Module")
     cls_module = getattr(cls, "__module__", "") or ""
@@ -303,7 +351,7 @@ def model_entry(module, order, holder_paths, stats, parts, truncated=False, piec
         "family": family,
         "label": short(models.model_label(module, class_name, family)),
         "parameters": stats.parameters,
-        "bytes": bytes_by_device(stats.storages),
+        "bytes": dict(by_device) if by_device is not None else bytes_by_device(stats.storages),
         # small tensor groups (a stride, a loss's constants) are counted in the roots' bytes
         # but not listed
         "parts": [
@@ -346,13 +394,16 @@ def build(
     graph_storages = {}  # variable name -> {storage: nbytes} its graphs keep
     for graph in found.graphs:
         graph_storages[graph["name"]] = graph.pop("storages")
-    parts = collect_parts(tops, stats, roots, listed, holders.via_of, params, torch, holders.paths)
-    model_list, models_cut = model_entries(tops, stats, holders, parts, truncated)
+    totals = stats_cache.totals
+    parts = collect_parts(
+        tops, stats, roots, listed, holders.via_of, params, torch, holders.paths, totals
+    )
+    model_list, models_cut = model_entries(tops, stats, holders, parts, truncated, totals)
     per_root, attributed, loose, keepers = rootbytes.tally_roots(
-        roots, parts.keeps, listed, owner, params, graph_storages
+        roots, parts.keeps, listed, owner, params, graph_storages, parts.sizes, parts.keysets
     )
     rows, rows_cut = rootbytes.root_rows(
-        per_root, parts.keeps, holders, attributed, truncated, cells, keepers
+        per_root, parts.keeps, holders, attributed, truncated, cells, keepers, parts.sizes
     )
     memory = devices.torch_memory() if cuda else None
     return Census(

@@ -136,17 +136,19 @@ class Inventory:
         the user variables and output-cache entries that keep DataLoader workers alive
         (``variables``: the user variables, None to list them again)."""
         self.children_read = time.perf_counter()
-        pairs = []
-        if children.DATALOADER_MODULE in sys.modules:
-            if variables is None:
-                variables = roots.variable_roots(self.shell)
-            pairs = [("variable", variables), ("output", roots.output_roots(self.shell))]
-        nvml_pids = self.nvml_pids() if self.nvml_pids is not None else None
+        shell = self.shell
+
+        def pairs():  # only when some child is alive, or none can be listed (children_fact)
+            if children.DATALOADER_MODULE not in sys.modules:
+                return []
+            named = roots.variable_roots(shell) if variables is None else variables
+            return [("variable", named), ("output", roots.output_roots(shell))]
+
         if self.orphans is None:
             self.scan_orphans()
         elif self.orphans:
             self.orphans = children.still_running(self.orphans)
-        return children.children_fact(self.pid, pairs, nvml_pids, orphans=self.orphans)
+        return children.children_fact(self.pid, pairs, self.nvml_pids, orphans=self.orphans)
 
     def walk_roots(self, torch):
         """``RootWalk``: the user variables and the output cache (only once torch is

@@ -6,7 +6,7 @@ import contextlib
 import weakref
 from typing import NamedTuple
 
-from .storage import add_storage
+from .storage import add_storage, bytes_by_device
 from .tracker import LiveModule
 from .util import basename, vars_of
 
@@ -24,6 +24,20 @@ class ModelStats(NamedTuple):
     parameters: int  # elements of the unique parameters
     storages: dict  # {StorageKey: nbytes} of parameters, buffers and gradients, each once
     has_tensors: bool  # at least one parameter or buffer
+
+
+class Totals(NamedTuple):
+    """What the census reads of a ``ModelStats`` as a whole, computed once per measurement
+    (``StatsCache.totals``): a model's storages are added in one step (``rootbytes``), and a
+    set's stored hashes make its overlap tests with other models cheap."""
+
+    by_device: dict  # bytes_by_device(storages)
+    keys: frozenset  # frozenset(storages)
+
+
+def totals_of(stats):
+    """``Totals`` of a ``ModelStats``."""
+    return Totals(bytes_by_device(stats.storages), frozenset(stats.storages))
 
 
 class TensorSig(NamedTuple):
@@ -45,6 +59,7 @@ class CachedStats(NamedTuple):
     structure: int  # tracker.structure when measured
     signature: list  # [TensorSig] of its parameters and buffers
     result: ModelStats
+    totals: Totals  # totals_of(result)
 
 
 def children(module):
@@ -239,21 +254,26 @@ class StatsCache:
     def __init__(self, tracker):
         self.tracker = tracker
         self.entries = {}  # id(module) -> CachedStats of the last inventory's models
+        self.totals = {}  # id(module) -> Totals of the models of the last ``measure``
 
     def measure(self, tops, on_error):
         """{id(module): ModelStats} of the top-level models ``tops`` ([LiveModule]); the
-        entries become those of these models. A failure is passed to ``on_error``."""
+        entries become those of these models, and ``totals`` their ``Totals``. A failure is
+        passed to ``on_error``."""
         fresh = {}
         stats = {}
+        totals = {}
         for module, _order in tops:
             try:
-                stats[id(module)] = self._stats(module, fresh, on_error)
+                stats[id(module)], totals[id(module)] = self._stats(module, fresh, on_error)
             except Exception as exc:
                 on_error(exc)
         self.entries = fresh
+        self.totals = totals
         return stats
 
     def _stats(self, module, fresh, on_error):
+        """(ModelStats, Totals) of one model."""
         tracker = self.tracker
         cached = self.entries.get(id(module))
         if (
@@ -264,14 +284,15 @@ class StatsCache:
             and tensors_unchanged(cached.signature)
         ):
             fresh[id(module)] = cached
-            return cached.result
+            return cached.result, cached.totals
         signature = []
         result = model_stats(module, on_error, signature)
+        totals = totals_of(result)
         with contextlib.suppress(TypeError):  # a module without weak references: not cached
             fresh[id(module)] = CachedStats(
-                weakref.ref(module), tracker.structure, signature, result
+                weakref.ref(module), tracker.structure, signature, result, totals
             )
-        return result
+        return result, totals
 
     def probe(self):
         """The first and last parameter or buffer of each model measured by the last
