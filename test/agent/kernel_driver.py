@@ -14,6 +14,8 @@ agent tests' conftest.py and scripts/gpu_check.py both import it).
   the shell channel, with ``configure`` data); ``Comm.messages`` are the ``comm_msg`` bodies the
   kernel published on IOPub for it.
 - ``Kernel.run``: a user cell (``silent=False, store_history=True``) and its outputs.
+- ``Kernel.attach``: the same blocking client on a kernel another program started (a Jupyter
+  server's, by its connection file), which it neither restarts nor shuts down.
 """
 
 import ast
@@ -225,9 +227,22 @@ class Comm:
 
 
 class Kernel:
-    """A real ipykernel process and a blocking client."""
+    """A real ipykernel process and a blocking client (``Kernel()`` starts one with
+    jupyter_client; ``Kernel.attach(connection_file)`` connects to a running one)."""
 
-    def __init__(self, env=None):
+    def __init__(self, env=None, connection_file=None):
+        self.comm_log = []  # comm_open / comm_msg / comm_close from IOPub, in order
+        self.by_parent = {}  # parent msg_id -> [IOPub messages]
+        self.idle = set()  # parent msg_ids whose 'idle' status arrived
+        if connection_file is not None:
+            from jupyter_client.blocking import BlockingKernelClient
+
+            self.km = None  # not ours: never restarted or shut down from here
+            self.kc = BlockingKernelClient(connection_file=str(connection_file))
+            self.kc.load_connection_file()
+            self.kc.start_channels()
+            self.kc.wait_for_ready(timeout=60)
+            return
         kernel_env = dict(os.environ)
         kernel_env.update(
             {
@@ -246,9 +261,13 @@ class Kernel:
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)
-        self.comm_log = []  # comm_open / comm_msg / comm_close from IOPub, in order
-        self.by_parent = {}  # parent msg_id -> [IOPub messages]
-        self.idle = set()  # parent msg_ids whose 'idle' status arrived
+
+    @classmethod
+    def attach(cls, connection_file):
+        """A blocking client on the running kernel of ``connection_file`` (e.g. the
+        ``kernel-<id>.json`` of a Jupyter server's runtime folder); ``shutdown`` then only closes
+        the client's channels: the kernel stays its owner's."""
+        return cls(connection_file=connection_file)
 
     # ---- plumbing
 
@@ -347,7 +366,8 @@ class Kernel:
         try:
             self.kc.stop_channels()
         finally:
-            self.km.shutdown_kernel(now=True)
+            if self.km is not None:
+                self.km.shutdown_kernel(now=True)
 
 
 def notebook_cells(path):
