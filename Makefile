@@ -113,13 +113,19 @@ clean:
 #   GPU_CHECK_ARGS=...            more options of scripts/gpu_check.py (--help); without a GPU,
 #                                 GPU_CHECK_ARGS="--device cpu --report /tmp/r.md" tries the
 #                                 plumbing on the cases' [cpu] variants
-.PHONY: gpu-check
+#   make gpu-check-js             where tsc is: the browser's modules (cell generators, issue 12's
+#                                 views) and the node packages they load in .make/gpu-check/js,
+#                                 for CLEANUP_JS=.make/gpu-check/js/analysis/cleanup.js there
+.PHONY: gpu-check gpu-check-js
 gpu-check:
 	py=$$([ -x $(BIN)/python ] && echo $(BIN)/python || command -v python3)
 	$$py scripts/gpu_check.py $(if $(REPORT),--report $(REPORT)) \
 		$(if $(WHEELS),--wheels $(WHEELS)) $(if $(NODE),--node $(NODE)) \
 		$(if $(CLEANUP_JS),--cleanup-js $(CLEANUP_JS)) $(if $(CLEAN_CELLS),--clean-cells $(CLEAN_CELLS)) \
 		$(GPU_CHECK_ARGS)
+
+gpu-check-js:
+	$(BIN)/python scripts/gpu_check.py --compile-js $(STAMP)/gpu-check/js
 
 # Cost of the kernel agent (issue 3): real kernels with 1e4..2e6 live objects and 1/10/50 YOLO
 # models, the agent's per-cell and per-sample cost against a naive gc scan and ipyexperiments'

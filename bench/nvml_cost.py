@@ -9,6 +9,7 @@ so that fewer calls show as less time; the real figures are measured on the devi
     .venv/bin/python bench/nvml_cost.py --ref HEAD~3     # the agent of a commit (before/after)
     .venv/bin/python bench/nvml_cost.py --delay          # with emulated NVML latencies
     python bench/nvml_cost.py --real                     # the real pynvml, on a GPU machine
+    python bench/nvml_cost.py --real --json cost.json    # the figures also as JSON (GPU check)
 
 It loads the agent in this process (``load_agent``) and times, in this thread:
 
@@ -16,14 +17,18 @@ It loads the agent in this process (``load_agent``) and times, in this thread:
   (the agent may reuse the last process list);
 - ``sample (memory moving)``: the device's used bytes change before every call (the list is
   read again);
+- ``sample (list read again)``: the sampler's last list is forgotten before every call, as when
+  the device's memory moved (the list is read again; also with ``--real``);
 - ``gpuProcesses read, unchanged``: ``GpuProcesses.poll`` when nothing changed (no message);
 - ``gpuProcesses read, sent``: ``poll`` that builds a message (``/proc`` reads of each pid);
 - ``gpuProcesses read, memory moving``: ``poll`` while the device's used bytes change (the
-  compute list is read again; the processes' own bytes stay, so no message).
+  compute list is read again; the processes' own bytes stay, so no message);
+- ``gpuProcesses read, list read again``: ``poll`` with the last list forgotten (as above).
 
 Each figure: median and p95 over ``--reps`` calls, in microseconds. With ``--real`` (the real
-pynvml and driver: the memory cannot be made to move, so that row is left out) it also times the
-raw NVML calls and prints each device's MIG mode and graphics list.
+pynvml and driver: the memory cannot be made to move, so those rows are left out; "list read
+again" stands for them) it also times the raw NVML calls and prints each device's MIG mode and
+graphics list. ``--json FILE`` writes the figures as JSON too (the GPU check reads them).
 """
 
 import argparse
@@ -84,8 +89,9 @@ def timed(fn, reps, before=None):
     return out
 
 
-def real_calls(pynvml, sampler, reps, rows):
-    """The raw NVML calls on each device (rows as ``measure``'s), and what they answer."""
+def real_calls(pynvml, sampler, reps, rows, seen=None):
+    """The raw NVML calls on each device (rows as ``measure``'s), and what they answer (also
+    appended to ``seen``, one line a device)."""
     for device in sampler.devices:
         handle = device.handle
         try:
@@ -102,10 +108,13 @@ def real_calls(pynvml, sampler, reps, rows):
         compute = [
             (p.pid, p.usedGpuMemory) for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
         ]
-        print(
+        line = (
             f"device {device.index} {device.name}: MIG mode {mig}, mig handles "
             f"{len(getattr(device, 'mig_handles', ()))}, compute {compute}, graphics {graphics}"
         )
+        print(line)
+        if seen is not None:
+            seen.append(line)
         for label, fn in (
             ("memory info", lambda h=handle: sampler._memory(pynvml, h)),
             ("compute list", lambda h=handle: pynvml.nvmlDeviceGetComputeRunningProcesses(h)),
@@ -128,6 +137,7 @@ def main():
     parser.add_argument("--processes", type=int, default=6, help="processes on the device")
     parser.add_argument("--delay", action="store_true", help="emulate NVML call latencies")
     parser.add_argument("--real", action="store_true", help="the real pynvml (GPU machine)")
+    parser.add_argument("--json", help="also write the figures to this file (JSON)")
     args = parser.parse_args()
     if not args.real:
         sys.path.insert(0, str(FAKE_DIR))  # this process only
@@ -167,8 +177,9 @@ def main():
         if sampler.nvml is not pynvml:
             sys.exit(f"no NVML: {sampler.nvml_error}")
         rows = []
+        seen = []
         if args.real:
-            real_calls(pynvml, sampler, args.reps, rows)
+            real_calls(pynvml, sampler, args.reps, rows, seen)
 
         def measure(label, fn, before=None):
             pynvml.CALLS.clear()
@@ -186,6 +197,13 @@ def main():
 
         if not args.real:
             measure("sample (memory moving)", sampler.sample, move)
+
+        def forget():
+            sampler._listed.clear()  # as when the device's used memory moved
+
+        listed = isinstance(getattr(sampler, "_listed", None), dict)  # an agent without: none
+        if listed:
+            measure("sample (list read again)", sampler.sample, forget)
         gpuprocs = getattr(agent, "gpuprocs", None)
         if gpuprocs is not None:
             reader = gpuprocs.GpuProcesses(os.getpid())
@@ -203,6 +221,12 @@ def main():
                     lambda: reader.poll(sampler, errors.append),
                     move,
                 )
+            if listed:
+                measure(
+                    "gpuProcesses read, list read again",
+                    lambda: reader.poll(sampler, errors.append),
+                    forget,
+                )
             assert not errors, errors
         nvml = "real NVML" if args.real else f"fake NVML, delay {args.delay}"
         print(f"agent: {args.ref or 'work tree'}, {args.processes} processes, {nvml}")
@@ -210,6 +234,19 @@ def main():
         for label, p50, p95, calls in rows:
             text = ", ".join(f"{k.replace('nvmlDeviceGet', '')} {v:g}" for k, v in calls.items())
             print(f"{label:34} {p50:8.1f} {p95:8.1f}  {text}")
+        if args.json:
+            record = {
+                "agent": args.ref or "work tree",
+                "nvml": nvml,
+                "processes": args.processes,
+                "reps": args.reps,
+                "devices": seen,
+                "rows": [
+                    {"label": label, "p50_us": p50, "p95_us": p95, "calls": calls}
+                    for label, p50, p95, calls in rows
+                ],
+            }
+            Path(args.json).write_text(json.dumps(record, indent=1), encoding="utf-8")
     finally:
         for p in sleepers:
             p.kill()

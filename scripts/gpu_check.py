@@ -6,11 +6,16 @@ C10, C11 in ``test/agent/test_cases.py`` run on both devices, their ``[cuda]`` v
 ``gpu``) on cuda:0 with the agent's figures compared with NVML, ``nvidia-smi`` and torch read at
 the same moment; the checks without a CPU counterpart (1 no CUDA context from the agent, 4 live
 samples during ``model.train``, 6 cost, 8 ``CUDA_VISIBLE_DEVICES``) in
-``test/agent/test_gpu_truth.py``. Each test records its rows (check | expected | measured |
+``test/agent/test_gpu_truth.py``; issue 12 ("who else is on my GPU": a real Jupyter server with
+the server extension, two notebook kernels and a plain process on cuda:0, the browser's join,
+tooltip and panel against ``nvidia-smi``, the process list's cost) in
+``test/agent/test_on_this_gpu.py``. Each test records its rows (check | expected | measured |
 result); this script only
 
 - installs what the kernels lack from ``--wheels DIR`` (pip ``--no-index --no-deps`` into a
-  private target directory put on ``PYTHONPATH`` for pytest and the kernels);
+  private target directory put on ``PYTHONPATH`` for pytest, the kernels and the Jupyter
+  server; every wheel of the folder once anything is missing, so jupyter_server and its needs
+  come with the others);
 - runs pytest once on those tests, in the order below (``--only`` picks groups), with the
   report plugin ``test/agent/gpu_report.py`` (rows to a JSON lines file, the full log to
   ``--log``, ``--budget-s``, one more attempt in fresh kernels after a hang);
@@ -21,7 +26,10 @@ The clean cells are made by the browser's own TypeScript generator (``src/analys
 compiled to CommonJS and run through node (``--node``, ``--cleanup-js``; compiled with the
 project's tsc when neither is given), or read from ``--clean-cells DIR`` (files ``<key>.py``
 generated elsewhere from the inventories that ``--dump-inventories DIR`` saved on an earlier run:
-``--generate-clean-cells INV OUT`` does that where node is).
+``--generate-clean-cells INV OUT`` does that where node is). Issue 12's views (the join, the
+tooltip, the panel's table) run from the same compiled folder (``cleanup.js``'s parent's
+parent), which ``kernel_driver.compile_browser`` makes with the node packages they load, for a
+machine without node_modules: ``scripts/gpu_check.py --compile-js DIR`` where tsc is.
 
 ``--device cpu`` runs the same groups' ``[cpu]`` variants instead (CUDA hidden from the kernels),
 to try the plumbing on a machine without GPU; the device-only tests then skip. Neither this script
@@ -55,6 +63,7 @@ import kernel_driver as kd  # noqa: E402
 
 NEEDED = ("ipykernel", "jupyter_client", "IPython", "ultralytics", "pynvml", "pytest")
 NEEDED += ("pytest_timeout",)
+NEEDED_BY = {"processes": ("jupyter_server",)}  # more for a group: its server
 FAILED_ROWS = re.compile(r"(Failed: )?failed rows:")  # a test that failed by its rows only
 CONTEXT_MARK = "\n---\n\n## Context"  # the hand-written tail of the report, kept on rewrite
 CASES = "test/agent/test_cases.py::"
@@ -62,6 +71,10 @@ TRUTH = "test/agent/test_gpu_truth.py::"
 # name -> (title, tests); "{d}" is the device parameter. In the order they run (the longest and
 # the newest first, under --budget-s).
 CHECKS = {
+    "processes": (
+        "12 on this GPU",
+        ["test/agent/test_on_this_gpu.py::test_two_notebooks_and_a_plain_process_on_one_gpu[{d}]"],
+    ),
     "stacking": (
         "2-3 figures, stacking, clean",
         [CASES + "test_c01_with_the_generated_clean_cell[{d}]"],
@@ -108,10 +121,11 @@ NOTES = (
 # set-up
 
 
-def ensure_packages(wheels):
-    """Install what the kernels and pytest need from a wheel folder when it is not importable;
-    returns the target directory used (or None)."""
-    missing = [m for m in NEEDED if importlib.util.find_spec(m) is None]
+def ensure_packages(wheels, needed=NEEDED):
+    """Install what the kernels and pytest need (``needed``, module names) from a wheel folder
+    when it is not importable: every wheel of the folder; returns the target directory used (or
+    None)."""
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if not missing:
         return None
     if not wheels:
@@ -131,7 +145,7 @@ def ensure_packages(wheels):
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = str(target) + (os.pathsep + old if old else "")
     importlib.invalidate_caches()
-    still = [m for m in NEEDED if importlib.util.find_spec(m) is None]
+    still = [m for m in needed if importlib.util.find_spec(m) is None]
     if still:
         sys.exit(f"still missing after installing {wheels}: {still}")
     return target
@@ -144,15 +158,16 @@ def agent_blob():
 
 
 def cleanup_module(args):
-    """``--cleanup-js``, or src/analysis/cleanup.ts compiled here with the project's tsc; exits
-    with what to pass when neither works (node missing, no node_modules on this machine)."""
+    """``--cleanup-js``, or the browser's modules compiled here with the project's tsc
+    (``compile_browser``: the cell generators and issue 12's views); exits with what to pass
+    when neither works (node missing, no node_modules on this machine)."""
     node = args.node or "node"
     if not shutil.which(node):
         sys.exit(f"node not found ({node}): pass --node PATH, or --clean-cells DIR")
     if args.cleanup_js:
         return args.cleanup_js
     try:
-        return str(kd.compile_cleanup(ROOT / ".make" / "gpu-check" / "js"))
+        return str(kd.compile_browser(ROOT / ".make" / "gpu-check" / "js"))
     except (OSError, subprocess.CalledProcessError) as exc:
         sys.exit(
             f"cannot compile src/analysis/cleanup.ts here ({exc}): pass --cleanup-js "
@@ -348,7 +363,10 @@ def curve_table(points):
     ]
 
 
-def write_report(path, env, rows, notes, curve, seconds):
+def write_report(path, env, rows, notes, curve, seconds, sections=()):
+    """The report: the environment, the rows, the training curve, the tests' own sections
+    (markdown lines, e.g. issue 12's tooltip and panel text), the notes; a hand-written tail
+    of an existing report is kept."""
     failed = sum(1 for row in rows if row[3] is False)
     passed = sum(1 for row in rows if row[3] is True)
     na = sum(1 for row in rows if row[3] is None)
@@ -361,7 +379,10 @@ def write_report(path, env, rows, notes, curve, seconds):
         "`[cpu]`, and `test/agent/test_gpu_truth.py`): real IPython kernels started through "
         "jupyter_client, the agent injected exactly as the extension sends it, the browser's "
         "side of the comm played by the tests; every agent figure compared with NVML, "
-        "`nvidia-smi` and torch read at the same moment. Cases: `test/cases/README.md`, "
+        "`nvidia-smi` and torch read at the same moment; issue 12 "
+        "(`test/agent/test_on_this_gpu.py`) in a real Jupyter server with the server extension, "
+        "the browser's join, tooltip and panel run as compiled TypeScript. Cases: "
+        "`test/cases/README.md`, "
         f"'extension should'. 'n/a': the figure is not carried by comm protocol {kd.PROTOCOL}, "
         "the check needs hardware this machine lacks, or the run's time budget (`--budget-s`) "
         "was spent first. Full log: `--log` (default .make/gpu-check.log).",
@@ -376,6 +397,8 @@ def write_report(path, env, rows, notes, curve, seconds):
     ]
     if curve:
         lines += curve_table(curve)
+    for section in sections:
+        lines += [*section, ""]
     if notes:
         lines += ["Notes:", "", *[f"- {note}" for note in notes]]
     text = "\n".join(lines).rstrip() + "\n" + hand_written(path)
@@ -414,6 +437,13 @@ def main():
         metavar=("INVENTORIES", "OUT"),
         help="only generate clean cells from saved inventories (where node is) and exit",
     )
+    parser.add_argument(
+        "--compile-js",
+        metavar="DIR",
+        help="only compile the browser's modules into DIR (with the node packages they load: "
+        "a folder for --cleanup-js DIR/analysis/cleanup.js on a machine without node_modules) "
+        "and exit",
+    )
     parser.add_argument("--only", help="comma-separated subset of: " + ", ".join(CHECKS))
     parser.add_argument("--note", action="append", help="a line for the report's notes")
     parser.add_argument("--train-seconds", type=int, default=40)
@@ -434,13 +464,19 @@ def main():
     if args.generate_clean_cells:
         generate_only(*args.generate_clean_cells, args)
         return 0
+    if args.compile_js:
+        cleanup = kd.compile_browser(Path(args.compile_js))
+        size = sum(f.stat().st_size for f in Path(args.compile_js).rglob("*") if f.is_file())
+        print(f"{cleanup} ({size / 2**20:.1f} MiB in {args.compile_js}, node packages included)")
+        return 0
 
     started = time.monotonic()
-    target = ensure_packages(args.wheels)
     names = [n.strip() for n in args.only.split(",")] if args.only else list(CHECKS)
     unknown = [n for n in names if n not in CHECKS]
     if unknown:
         sys.exit(f"unknown checks {unknown}; known: {', '.join(CHECKS)}")
+    needed = NEEDED + tuple(m for n in names for m in NEEDED_BY.get(n, ()))
+    target = ensure_packages(args.wheels, needed)
     nvml = checks.nvml()
     no_gpu = checks.no_gpu_reason() if args.device == "cuda" else None
     # the device report is docs/gpu-check.md; a run that cannot measure does not overwrite it
@@ -468,6 +504,7 @@ def main():
         "ipykernel": version("ipykernel"),
         "IPython": versions["ipython"],
         "jupyter_client": version("jupyter_client"),
+        "jupyter_server": version("jupyter_server"),
         "ultralytics": version("ultralytics"),
         "nvidia-ml-py": version("nvidia-ml-py"),
         "polars": version("polars"),
@@ -507,7 +544,11 @@ def main():
     notes += args.note or []
     curve = next((r["extras"]["training_curve"] for r in records.values()
                   if r["extras"].get("training_curve")), None)  # fmt: skip
-    summary = write_report(report_path, env, rows, notes, curve, time.monotonic() - started)
+    sections = [r["extras"]["report_section"] for r in records.values()
+                if r["extras"].get("report_section")]  # fmt: skip
+    summary = write_report(
+        report_path, env, rows, notes, curve, time.monotonic() - started, sections
+    )
     print()
     print(table(rows))
     print(f"\n{summary}; report {report_path}, log {log_path}")

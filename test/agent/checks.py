@@ -276,6 +276,36 @@ def smi_process_mib(pid):
     return total
 
 
+def smi_compute_apps(uuid=None):
+    """``nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory``: {pid: MiB} (the sum of a
+    pid's entries; None for a pid whose figure is "[N/A]"), on the device ``uuid`` only when
+    given."""
+    out = subprocess.run(
+        [
+            "nvidia-smi",
+            "--query-compute-apps=gpu_uuid,pid,used_memory",
+            "--format=csv,noheader,nounits",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    found = {}
+    for line in out.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 3 or (uuid is not None and parts[0] != uuid):
+            continue
+        try:
+            pid, used = int(parts[1]), float(parts[2])
+        except ValueError:  # "[N/A]"
+            found[int(parts[1])] = None
+            continue
+        if pid in found and found[pid] is None:
+            continue
+        found[pid] = found.get(pid, 0.0) + used
+    return found
+
+
 # --------------------------------------------------------------------------------------------
 # a kernel session
 

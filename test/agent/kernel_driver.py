@@ -14,6 +14,11 @@ agent tests' conftest.py and scripts/gpu_check.py both import it).
   the shell channel, with ``configure`` data); ``Comm.messages`` are the ``comm_msg`` bodies the
   kernel published on IOPub for it.
 - ``Kernel.run``: a user cell (``silent=False, store_history=True``) and its outputs.
+- ``Kernel.attach``: the same blocking client on a kernel another program started (a Jupyter
+  server's, by its connection file), which it neither restarts nor shuts down.
+- ``compile_cleanup`` / ``compile_browser``: the browser's TypeScript compiled to CommonJS for
+  node (the cell generators; with ``compile_browser`` also the views of issue 12 and the node
+  packages they load, for a machine without node_modules); ``gpu_views`` runs those views.
 """
 
 import ast
@@ -225,9 +230,22 @@ class Comm:
 
 
 class Kernel:
-    """A real ipykernel process and a blocking client."""
+    """A real ipykernel process and a blocking client (``Kernel()`` starts one with
+    jupyter_client; ``Kernel.attach(connection_file)`` connects to a running one)."""
 
-    def __init__(self, env=None):
+    def __init__(self, env=None, connection_file=None):
+        self.comm_log = []  # comm_open / comm_msg / comm_close from IOPub, in order
+        self.by_parent = {}  # parent msg_id -> [IOPub messages]
+        self.idle = set()  # parent msg_ids whose 'idle' status arrived
+        if connection_file is not None:
+            from jupyter_client.blocking import BlockingKernelClient
+
+            self.km = None  # not ours: never restarted or shut down from here
+            self.kc = BlockingKernelClient(connection_file=str(connection_file))
+            self.kc.load_connection_file()
+            self.kc.start_channels()
+            self.kc.wait_for_ready(timeout=60)
+            return
         kernel_env = dict(os.environ)
         kernel_env.update(
             {
@@ -246,9 +264,13 @@ class Kernel:
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)
-        self.comm_log = []  # comm_open / comm_msg / comm_close from IOPub, in order
-        self.by_parent = {}  # parent msg_id -> [IOPub messages]
-        self.idle = set()  # parent msg_ids whose 'idle' status arrived
+
+    @classmethod
+    def attach(cls, connection_file):
+        """A blocking client on the running kernel of ``connection_file`` (e.g. the
+        ``kernel-<id>.json`` of a Jupyter server's runtime folder); ``shutdown`` then only closes
+        the client's channels: the kernel stays its owner's."""
+        return cls(connection_file=connection_file)
 
     # ---- plumbing
 
@@ -347,7 +369,8 @@ class Kernel:
         try:
             self.kc.stop_channels()
         finally:
-            self.km.shutdown_kernel(now=True)
+            if self.km is not None:
+                self.km.shutdown_kernel(now=True)
 
 
 def notebook_cells(path):
@@ -370,11 +393,36 @@ def holder_names(model, kind=None):
     return {h["name"] for h in model["holders"] if kind is None or h["kind"] == kind}
 
 
-def compile_cleanup(out_dir, tsc=None):
-    """Compile the browser's cell generators to CommonJS under ``out_dir`` with the project's
-    tsc: the clean cell (``src/analysis/cleanup.ts`` and what it imports), the variable
-    actions' cells (``tensorcells.ts``) and the drop-workers cell (``workers.ts``); returns the
-    path of ``analysis/cleanup.js`` (the others lie next to it)."""
+# the browser's cell generators (the clean cell, the variable actions, the drop-workers cell)
+CELL_SOURCES = ("src/analysis/cleanup.ts", "src/analysis/tensorcells.ts", "src/analysis/workers.ts")
+# issue 12's views as the app computes them: the message validation, the model, the join with
+# the server's kernels (otherkernels.ts, as the gauge and the panel call it), the gauge's
+# tooltip, the panel's "On this GPU" table (React)
+VIEW_SOURCES = (
+    "src/protocol.ts",
+    "src/serverkernels.ts",
+    "src/model.ts",
+    "src/tokens.ts",
+    "src/analysis/gpuprocesses.ts",
+    "src/otherkernels.ts",
+    "src/statusbar/state.ts",
+    "src/panel/tables/gpuprocesses.tsx",
+)
+# the node packages those compiled modules load (besides the stub of @jupyterlab/services that
+# gpu_views.js installs: serverkernels.ts needs it for its fetch only), copied next to them by
+# compile_browser for a machine without node_modules
+RUNTIME_PACKAGES = (
+    "zod",
+    "@lumino/algorithm",
+    "@lumino/coreutils",
+    "@lumino/signaling",
+    "react",
+    "react-dom",
+)
+VIEWS_JS = Path(__file__).resolve().with_name("gpu_views.js")
+
+
+def _tsc(out_dir, sources, tsc=None):
     out = Path(out_dir)
     shutil.rmtree(out, ignore_errors=True)
     subprocess.run(
@@ -382,15 +430,100 @@ def compile_cleanup(out_dir, tsc=None):
             str(tsc or ROOT / "node_modules" / ".bin" / "tsc"),
             *("--outDir", str(out), "--rootDir", "src", "--module", "commonjs"),
             *("--target", "es2018", "--moduleResolution", "node", "--esModuleInterop"),
-            "--skipLibCheck",
-            "src/analysis/cleanup.ts",
-            "src/analysis/tensorcells.ts",
-            "src/analysis/workers.ts",
+            *("--skipLibCheck", "--strict", "--jsx", "react"),
+            *sources,
         ],
         cwd=ROOT,
         check=True,
     )
+    return out
+
+
+def compile_cleanup(out_dir, tsc=None):
+    """Compile the browser's cell generators to CommonJS under ``out_dir`` with the project's
+    tsc: the clean cell (``src/analysis/cleanup.ts`` and what it imports), the variable
+    actions' cells (``tensorcells.ts``) and the drop-workers cell (``workers.ts``); returns the
+    path of ``analysis/cleanup.js`` (the others lie next to it)."""
+    return _tsc(out_dir, CELL_SOURCES, tsc) / "analysis" / "cleanup.js"
+
+
+def _runtime_file(path):
+    """Whether a file of a node package is needed at run time (no sources, types, maps)."""
+    name = path.name
+    return not (
+        name.endswith((".d.ts", ".d.cts", ".d.mts", ".map", ".md", ".ts", ".tsx"))
+        or name.startswith(("LICENSE", "README", "CHANGELOG"))
+    )
+
+
+def copy_runtime_packages(out_dir, modules=None):
+    """Copy ``RUNTIME_PACKAGES`` from ``modules`` (default this checkout's node_modules) into
+    ``out_dir/node_modules`` without their sources, types and source maps (zod's ``src``,
+    react-dom's browser and UMD builds); returns the bytes copied."""
+    source = Path(modules or ROOT / "node_modules")
+    total = 0
+    for package in RUNTIME_PACKAGES:
+        top = source / package
+        if not (top / "package.json").exists():
+            raise FileNotFoundError(f"{top}: package {package} missing (npm ci)")
+        for path in sorted(top.rglob("*")):
+            rel = path.relative_to(top)
+            parts = set(rel.parts[:-1])
+            if path.is_dir() or parts & {"src", "umd", "node_modules", "types", "test"}:
+                continue
+            if not (rel.name == "package.json" or _runtime_file(rel)):
+                continue
+            if package == "react-dom" and ".browser." in rel.name:
+                continue
+            target = Path(out_dir) / "node_modules" / package / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+            total += target.stat().st_size
+    return total
+
+
+def compile_browser(out_dir, tsc=None):
+    """``compile_cleanup`` and issue 12's views (``VIEW_SOURCES``) in one folder that runs on a
+    machine without node_modules (the GPU check's ``--cleanup-js``): the node packages the
+    compiled modules load are copied next to them. Returns the path of ``analysis/cleanup.js``;
+    ``gpu_views`` takes the folder (its parent's parent)."""
+    out = _tsc(out_dir, CELL_SOURCES + VIEW_SOURCES, tsc)
+    copy_runtime_packages(out)
     return out / "analysis" / "cleanup.js"
+
+
+def views_folder(cleanup_js):
+    """The compiled folder of a ``cleanup.js`` (``<folder>/analysis/cleanup.js``)."""
+    return Path(cleanup_js).resolve().parent.parent
+
+
+def gpu_views(folder, node="node"):
+    """``render(payload) -> dict``: issue 12's views of the compiled folder ``folder``
+    (``compile_browser``), run through ``node`` by ``gpu_views.js``: the kernel's messages
+    validated and applied to a ``GpuKernelModel``, the server's answer validated, the join, the
+    gauge's tooltip and the panel's "On this GPU" table as text (see gpu_views.js for the
+    payload and the answer)."""
+    folder = Path(folder).resolve()
+    missing = [
+        s
+        for s in VIEW_SOURCES
+        if not (folder / Path(s).relative_to("src")).with_suffix(".js").exists()
+    ]
+    if missing:
+        raise FileNotFoundError(f"{folder} lacks the compiled {missing} (compile_browser)")
+
+    def render(payload):
+        done = subprocess.run(
+            [str(node), str(VIEWS_JS), str(folder)],
+            input=json.dumps(payload),
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"gpu_views.js failed: {done.stderr.strip()[-3000:]}")
+        return json.loads(done.stdout)
+
+    return render
 
 
 _GENERATE = (
