@@ -51,11 +51,13 @@ const MARKERS = {
   zod: '__zod_globalRegistry',
   recharts: 'recharts-', // recharts' CSS class prefix
   'panel view': 'PanelContent', // src/panel/view.tsx's export
+  toasts: "Don't warn again", // the toasts' buttons (src/notifications/actions.ts)
   css: 'theme variables only', // the comment that opens style/base.css
   plugins: `${NAME}:plugin`
 };
-// Not allowed on the start path (the goal of issue 14).
-const FORBIDDEN = ['agent', 'recharts', 'panel view'];
+// Not allowed on the start path: issue 14's goal (the agent, the panel), and what else
+// waits for the first kernel (the message validator, the toasts).
+const FORBIDDEN = ['agent', 'zod', 'recharts', 'panel view', 'toasts'];
 
 const HELP = `usage: node bench/start.mjs [options]
   --build DIR      labextension folder to measure (default: this checkout's
@@ -288,8 +290,25 @@ async function startPath(browser, server, buildDir) {
   }
   await Promise.all(pending);
   const readyMs = Date.now() - started;
+  if (!files.has(server.load.replace(/^static\//, ''))) {
+    throw new Error(`the page did not load ${server.load} of ${buildDir}`);
+  }
+  const atStart = new Set(files.keys());
+  const chunks = describe(files, atStart, buildDir);
+  /** What the page loaded after the start (the kernels' chunks). */
+  const later = async () => {
+    await Promise.all(pending);
+    const names = new Set([...files.keys()].filter(n => !atStart.has(n)));
+    return describe(files, names, buildDir);
+  };
+  return { context, page, chunks, later, readyMs, errors };
+}
+
+/** Rows (file, raw, gzip -9, what it holds) of the served files `names`, checked against the build. */
+function describe(files, names, buildDir) {
   const chunks = [];
-  for (const [name, body] of files) {
+  for (const name of names) {
+    const body = files.get(name);
     const local = join(buildDir, 'static', name);
     if (!existsSync(local) || !readFileSync(local).equals(body)) {
       throw new Error(
@@ -306,11 +325,7 @@ async function startPath(browser, server, buildDir) {
         .map(([what]) => what)
     });
   }
-  if (!files.has(server.load.replace(/^static\//, ''))) {
-    throw new Error(`the page did not load ${server.load} of ${buildDir}`);
-  }
-  chunks.sort((a, b) => b.gzip9 - a.gzip9);
-  return { context, page, chunks, readyMs, errors };
+  return chunks.sort((a, b) => b.gzip9 - a.gzip9);
 }
 
 /**
@@ -430,6 +445,7 @@ async function measure(browser, label, buildDir, args) {
     if (args.kernels > 0) {
       hello = await helloLatency(start.page, args.kernels);
     }
+    const later = await start.later();
     await start.context.close();
     const total = start.chunks.reduce(
       (sum, c) => ({ raw: sum.raw + c.raw, gzip9: sum.gzip9 + c.gzip9 }),
@@ -449,6 +465,7 @@ async function measure(browser, label, buildDir, args) {
       label,
       build: buildDir,
       chunks: start.chunks,
+      later,
       total,
       readyMs: start.readyMs,
       pageErrors: start.errors,
@@ -504,6 +521,14 @@ function report(result) {
   );
   if (result.pageErrors.length) {
     console.log(`  page errors: ${result.pageErrors.join(' | ')}`);
+  }
+  if (result.later.length) {
+    console.log('  loaded later, with the kernels:');
+    for (const c of result.later) {
+      console.log(
+        `  ${c.file.padEnd(38)} ${String(c.raw).padStart(9)} ${String(c.gzip9).padStart(10)}  ${c.holds.join(', ')}`
+      );
+    }
   }
   if (result.hello) {
     const h = result.hello;
