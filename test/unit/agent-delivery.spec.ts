@@ -205,6 +205,30 @@ describe('agent delivery from its lazily loaded chunk', () => {
   });
 });
 
+describe('the agent chunk', () => {
+  it('ships the agent modules verbatim, zlib-compressed and base64-encoded', () => {
+    const fs = require('fs') as typeof import('fs');
+    const path = require('path') as typeof import('path');
+    const zlib = require('zlib') as typeof import('zlib');
+    const { AGENT_SOURCE } = require('../../src/_generated/agent');
+    const dir = path.join(__dirname, '../../src/agent/gpu_hygiene_agent');
+    const read = (name: string) =>
+      fs.readFileSync(path.join(dir, `${name}.py`), 'utf8');
+    const pairs: Array<[string, string]> = JSON.parse(
+      zlib.inflateSync(Buffer.from(AGENT_SOURCE, 'base64')).toString('utf8')
+    );
+    expect(pairs[pairs.length - 1][0]).toBe('__init__');
+    expect(pairs.length).toBeGreaterThan(10);
+    for (const [name, text] of pairs) {
+      expect(text).toBe(read(name));
+    }
+    // The install code holds the payload as it is, a third of the text.
+    expect(installCode).toContain(AGENT_SOURCE);
+    const plain = pairs.reduce((sum, [, text]) => sum + text.length, 0);
+    expect(installCode.length).toBeLessThan(plain / 2);
+  });
+});
+
 describe('loadAgent', () => {
   it('loads the chunk once for every caller, and again after a failure', async () => {
     const actual = jest.requireActual<typeof import('../../src/agent-loader')>(
