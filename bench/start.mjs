@@ -27,7 +27,7 @@ import {
 } from 'node:fs';
 import { mkdirSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
@@ -69,7 +69,9 @@ const HELP = `usage: node bench/start.mjs [options]
   --port N         first port to try (default 8890)
   --python PATH    Python with JupyterLab (default .venv/bin/python)
   --json FILE      also write the figures as JSON
-  --no-assert      print the verdicts, exit 0 even when a budget is missed`;
+  --no-assert      exit 0 even when a byte budget is missed
+  --assert-hello   exit 1 when hello's p95 misses its budget too (a timing: by default
+                   it is printed against the goal, not asserted)`;
 
 function parseArgs(argv) {
   const args = {
@@ -81,7 +83,8 @@ function parseArgs(argv) {
     port: 8890,
     python: join(ROOT, '.venv', 'bin', 'python'),
     json: null,
-    assert: true
+    assert: true,
+    assertHello: false
   };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
@@ -118,6 +121,9 @@ function parseArgs(argv) {
         break;
       case '--no-assert':
         args.assert = false;
+        break;
+      case '--assert-hello':
+        args.assertHello = true;
         break;
       case '--help':
       case '-h':
@@ -564,18 +570,22 @@ async function main() {
   const build = results[results.length - 1];
   const verdicts = [];
   const onPath = build.chunks.flatMap(c => c.holds);
+  // [text, met, asserted]: bytes are asserted; a timing only with --assert-hello.
   verdicts.push([
     `start path ${kb(build.total.gzip9)} KB gzip -9 <= ${kb(args.budget)} KB`,
-    build.total.gzip9 <= args.budget
+    build.total.gzip9 <= args.budget,
+    args.assert
   ]);
   verdicts.push([
     `nothing of ${FORBIDDEN.join(', ')} on the start path`,
-    !FORBIDDEN.some(what => onPath.includes(what))
+    !FORBIDDEN.some(what => onPath.includes(what)),
+    args.assert
   ]);
   if (build.hello) {
     verdicts.push([
-      `kernel ready -> hello p95 ${ms(build.hello.p95Ms)} ms <= ${args.helloBudget} ms`,
-      build.hello.p95Ms <= args.helloBudget
+      `kernel ready -> hello p95 ${ms(build.hello.p95Ms)} ms <= ${args.helloBudget} ms (browser, ${build.hello.starts} kernel starts, 1-min load ${loadavg()[0].toFixed(1)})`,
+      build.hello.p95Ms <= args.helloBudget,
+      args.assertHello
     ]);
   }
   if (args.baseline) {
@@ -601,7 +611,7 @@ async function main() {
       )
     );
   }
-  if (args.assert && verdicts.some(([, ok]) => !ok)) {
+  if (verdicts.some(([, ok, asserted]) => asserted && !ok)) {
     process.exitCode = 1;
   }
 }
