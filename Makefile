@@ -130,8 +130,14 @@ gpu-check-js:
 # Cost of the kernel agent (issue 3): real kernels with 1e4..2e6 live objects and 1/10/50 YOLO
 # models, the agent's per-cell and per-sample cost against a naive gc scan and ipyexperiments'
 # per-cell logger; writes bench/results.json and bench/profile.txt (docs/benchmarks.md explains).
+# Then what a JupyterLab start costs (issue 14): kernel ready -> the agent's hello in 20 fresh
+# kernels (bench/hello.py), and, in Debian chromium against a server of its own serving this
+# build, the bytes of this extension's start path and hello in the page (bench/start.mjs: its
+# byte budget fails the target; timings are printed against their goal).
 #   make bench [BENCH_ARGS=--quick]   BENCH_ARGS: more options of bench/bench.py (--help)
-.PHONY: bench
+#   HELLO_ARGS=..., START_ARGS=...    options of bench/hello.py, bench/start.mjs (--help)
+#   BASELINE=dir                      another build's labextension folder, measured beside
+.PHONY: bench bench-start
 $(STAMP)/bench: bench/requirements.txt $(STAMP)/venv | $(STAMP)
 	$(BIN)/python -m pip install -q --no-deps -r bench/requirements.txt
 	$(BIN)/python -c "import ipyexperiments, psutil; print('ipyexperiments', ipyexperiments.__version__)"
@@ -139,3 +145,8 @@ $(STAMP)/bench: bench/requirements.txt $(STAMP)/venv | $(STAMP)
 
 bench: $(STAMP)/bench
 	$(BIN)/python bench/bench.py $(BENCH_ARGS)
+	$(MAKE) --no-print-directory bench-start
+
+bench-start: $(STAMP)/build $(STAMP)/chromium
+	$(BIN)/python bench/hello.py $(HELLO_ARGS)
+	node bench/start.mjs --python $(BIN)/python $(if $(BASELINE),--baseline $(BASELINE)) $(START_ARGS)

@@ -400,7 +400,8 @@ def main():
     # one agent for the whole run: the tree may change while it runs
     args.agent_source = kd.agent_source()
     args.loader_source = kd.loader_source()
-    args.agent_sha = hashlib.sha256(args.agent_source.encode("utf-8")).hexdigest()[:12]
+    # of the modules' text (the payload's JSON before compression: comparable with earlier runs)
+    args.agent_sha = hashlib.sha256(kd.agent_json().encode("utf-8")).hexdigest()[:12]
     Path(args.profile).write_text("", encoding="utf-8")
     if args.ipx and version("ipyexperiments") is None:
         sys.exit("ipyexperiments is not installed: make bench installs bench/requirements.txt")

@@ -152,9 +152,10 @@ def ensure_packages(wheels, needed=NEEDED):
 
 
 def agent_blob():
-    """The sha1 of the agent payload the browser sends (every module of the package, in load
-    order), so a report says which agent text ran even from an uncommitted tree."""
-    return "payload sha1 " + hashlib.sha1(kd.agent_source().encode()).hexdigest()[:12]
+    """The sha1 of the agent text the browser sends (the payload's JSON of every module of the
+    package, in load order, before compression), so a report says which agent text ran even from
+    an uncommitted tree."""
+    return "payload sha1 " + hashlib.sha1(kd.agent_json().encode()).hexdigest()[:12]
 
 
 def cleanup_module(args):

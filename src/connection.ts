@@ -10,6 +10,11 @@
  * answer comes. The watch itself is a {@link LivenessWatch}
  * (src/liveness.ts); the connection tells it when the agent speaks and what
  * the kernel and the model are.
+ *
+ * The agent's text and the validator of its messages are not part of
+ * JupyterLab's start: they come in a chunk of their own
+ * (src/agent-chunk.ts, through src/agent-loader.ts), loaded when the first
+ * Python kernel connects; the model says `starting` meanwhile.
  */
 import {
   CommsOverSubshells,
@@ -17,39 +22,16 @@ import {
   type KernelMessage
 } from '@jupyterlab/services';
 import type { IDisposable } from '@lumino/disposable';
-import { AGENT_LOADER, AGENT_SOURCE } from './_generated/agent';
+import { type IAgentChunk, loadAgent } from './agent-loader';
 import type { GpuKernelModel } from './model';
 import { LivenessWatch } from './liveness';
-import {
-  BrowserMessage,
-  COMM_TARGET,
-  parseKernelMessage,
-  PROTOCOL_VERSION
-} from './protocol';
+import type { BrowserMessage } from './protocol';
+import { COMM_TARGET, PROTOCOL_VERSION } from './protocol-constants';
 
 /** First wait for the agent's hello, doubled on each new attempt (ms). */
 const HELLO_TIMEOUT_MS = 10_000;
 /** Comm openings before the connection reports the agent as failed. */
 const HELLO_ATTEMPTS = 3;
-
-/**
- * The code of the silent execute request that installs the agent.
- *
- * It binds no name in the user namespace: the loader runs in a throwaway
- * globals dict and registers the agent package and its modules in
- * `sys.modules`. `SOURCE` is the payload: a JSON list of [module name, source
- * text] pairs in dependency order (see `scripts/embed-agent.mjs`).
- *
- * @param sampleIntervalMs - sampler period, milliseconds.
- */
-export function agentInstallCode(sampleIntervalMs: number): string {
-  const config = JSON.stringify({ sampleIntervalMs });
-  // JSON string literals are valid Python string literals; the loader parses
-  // the payload and the config with json.loads.
-  return `exec(${JSON.stringify(AGENT_LOADER)}, {"SOURCE": ${JSON.stringify(
-    AGENT_SOURCE
-  )}, "CONFIG": ${JSON.stringify(config)}})`;
-}
 
 /**
  * Watches one kernel connection on behalf of a {@link GpuKernelModel}.
@@ -171,7 +153,9 @@ export class AgentConnection implements IDisposable {
   /**
    * Send the agent and open the comm; at most one attempt in flight per
    * kernel process (a restart starts a new generation and abandons the old
-   * attempt, whose future the kernel connection cancels).
+   * attempt, whose future the kernel connection cancels). The first attempt
+   * of the page waits for the agent's chunk; an attempt abandoned meanwhile
+   * (restart, dispose) sends nothing when it arrives.
    */
   private async _inject(): Promise<void> {
     if (this._injecting || this._isDisposed || !this._supported) {
@@ -186,9 +170,18 @@ export class AgentConnection implements IDisposable {
       this._model.setStatus('starting');
     }
     try {
+      const chunk = await loadAgent().catch(reason => {
+        throw new Error(
+          `the kernel agent could not be loaded: ${reason instanceof Error ? reason.message : String(reason)}`
+        );
+      });
+      if (this._isDisposed || generation !== this._generation) {
+        return;
+      }
+      this._chunk = chunk;
       const future = this._kernel.requestExecute(
         {
-          code: agentInstallCode(this._sampleIntervalMs),
+          code: chunk.agentInstallCode(this._sampleIntervalMs),
           silent: true,
           store_history: false,
           allow_stdin: false,
@@ -257,7 +250,12 @@ export class AgentConnection implements IDisposable {
     }, 0);
   }
 
+  /** Open the comm to the agent (after `_inject` loaded the chunk and installed it). */
   private _openComm(attempt = 0): void {
+    const chunk = this._chunk;
+    if (!chunk) {
+      return;
+    }
     const comm = this._commKernel().createComm(COMM_TARGET);
     // Not over a subshell (JupyterLab's default for comms since 4.4): the
     // agent then answers on the main shell between cells, never while user
@@ -273,7 +271,7 @@ export class AgentConnection implements IDisposable {
         return;
       }
       this._liveness.heard();
-      const parsed = parseKernelMessage(msg.content.data);
+      const parsed = chunk.parseKernelMessage(msg.content.data);
       if (parsed.ok) {
         if (parsed.message.type === 'hello') {
           this._helloComm = comm;
@@ -436,6 +434,7 @@ export class AgentConnection implements IDisposable {
   private _sampleIntervalMs: number;
   private _onDropped?: (model: GpuKernelModel, reason: string) => void;
   private _comm: Kernel.IComm | null = null;
+  private _chunk: IAgentChunk | null = null;
   private _supported = false;
   private _injecting = false;
   private _generation = 0;

@@ -18,8 +18,8 @@ import { addCommands } from './commands';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- needed at activation
 import { GpuMonitor } from './monitor';
 import { addGaugeToMenuArea } from './notebook7';
-// eslint-disable-next-line jupyter/prefer-lazy-imports -- needed at activation
-import { GpuNotifier } from './notifications';
+// The toasts themselves (rules, texts, findings) load with the first kernel model.
+import { NotifierLoader } from './notifications/loader';
 // A small shell: the panel itself (views, recharts) loads lazily on first show.
 import { GpuPanel } from './panel/shell';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- needed at activation
@@ -117,7 +117,7 @@ const notificationsPlugin: JupyterFrontEndPlugin<void> = {
     translator: ITranslator | null
   ) => {
     const trans = (translator ?? nullTranslator).load(DOMAIN);
-    new GpuNotifier({ monitor, commands: app.commands, trans });
+    new NotifierLoader({ monitor, commands: app.commands, trans });
   }
 };
 

@@ -9,15 +9,16 @@
  * milliseconds for durations. `null` means "not measurable in this kernel".
  */
 import * as z from 'zod/mini';
+import { PROTOCOL_VERSION } from './protocol-constants';
 
-/** Version carried as `protocol` in every message. */
-export const PROTOCOL_VERSION = 2;
-
-/** Comm target registered by the agent in the kernel. */
-export const COMM_TARGET = 'jupyterlab_gpu_hygiene.v1';
-
-/** Marker comment that identifies a clean cell (the agent reports `cleaned` after it). */
-export const CLEAN_MARKER = '# gpu-hygiene: clear_gpu';
+// This module loads zod: modules on JupyterLab's start path import only its
+// types (`import type`), and the constants from src/protocol-constants.ts;
+// the validator comes with the agent's chunk (src/agent-chunk.ts).
+export {
+  CLEAN_MARKER,
+  COMM_TARGET,
+  PROTOCOL_VERSION
+} from './protocol-constants';
 
 /** Most processes per device in a `gpuProcesses` message (the agent keeps the largest). */
 export const GPU_PROCESSES_MAX_PER_DEVICE = 64;

@@ -1,12 +1,15 @@
 # jupyterlab-gpu-hygiene loader. The browser runs it in a silent execute request as
 #     exec(LOADER, {"SOURCE": AGENT_SOURCE, "CONFIG": CONFIG_JSON})
-# so its names live in that throwaway globals dict, never in the user namespace. SOURCE is a JSON
-# list of [name, source text] pairs: the submodules of the agent package in dependency order
-# (its MODULES), then "__init__". The loader registers the package _jupyterlab_gpu_hygiene_agent
-# (a module object with __path__ = []) and each submodule _jupyterlab_gpu_hygiene_agent.<name> in
-# sys.modules, runs it there (so "from . import walk" resolves from sys.modules: no file is
-# written, sys.path is not touched), sets it as an attribute of the package, runs "__init__" in
-# the package object, and calls install(config, previous).
+# so its names live in that throwaway globals dict, never in the user namespace. SOURCE is the
+# payload: a JSON list of [name, source text] pairs (the submodules of the agent package in
+# dependency order, its MODULES, then "__init__"), UTF-8, zlib-compressed and base64-encoded: a
+# third of the characters, which ipykernel and IPython handle one by one for every cell (the
+# debugger's cell name is a pure-Python hash of the whole code). The loader registers the
+# package _jupyterlab_gpu_hygiene_agent (a module object with __path__ = []) and each submodule
+# _jupyterlab_gpu_hygiene_agent.<name> in sys.modules, runs it there (so "from . import walk"
+# resolves from sys.modules: no file is written, sys.path is not touched), sets it as an
+# attribute of the package, runs "__init__" in the package object, and calls
+# install(config, previous).
 #
 # It never raises and never prints. On any failure (a module that does not compile or import,
 # install() returning "failed"), and when install() keeps the running agent ("kept"), the loader
@@ -14,9 +17,11 @@
 # failure is recorded as the attribute LOAD_ERROR (str) of the package left in sys.modules: the
 # previous one when its agent still runs, else a bare package object that holds only LOAD_ERROR.
 try:
+    import base64 as _base64
     import json as _json
     import sys as _sys
     import types as _types
+    import zlib as _zlib
 
     _NAME = "_jupyterlab_gpu_hygiene_agent"
 
@@ -56,7 +61,11 @@ try:
         keep.LOAD_ERROR = message
 
     try:
-        _modules = _json.loads(SOURCE)  # noqa: F821
+        try:
+            _text = _zlib.decompress(_base64.b64decode(SOURCE, validate=True))  # noqa: F821
+        except Exception as _exc:
+            raise ValueError(f"the agent payload is not base64 of zlib data ({_exc})") from None
+        _modules = _json.loads(_text)
         if not isinstance(_modules, list) or not _modules:
             raise TypeError("the agent payload is not a list of modules")
         for _key in [k for k in list(_sys.modules) if _ours(k)]:

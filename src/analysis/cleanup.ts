@@ -14,7 +14,7 @@
  * the variables that name it — valid Python identifiers only.
  */
 import type { IInventory, IModelInfo, IRootBytes } from '../protocol';
-import { CLEAN_MARKER } from '../protocol';
+import { CLEAN_MARKER } from '../protocol-constants';
 import { formatBytes, formatPlacement, isCudaDevice, sumBytes } from './format';
 import { holderNames } from './stacking';
 

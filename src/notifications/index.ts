@@ -3,6 +3,7 @@
  *
  * ```
  * notifications/
+ *   loader.ts   NotifierLoader: loads this chunk when the first kernel model appears (start path)
  *   index.ts    GpuNotifier: follows the monitor's models, asks the rules, keeps the toasts
  *   rule.ts     IToastRule: per model event, the toasts that should exist (key, message, type, actions)
  *   toasts.ts   ToastBook: keyed raise / update in place / dismiss; remembers toasts the user closed
@@ -15,6 +16,10 @@
  *   oom.ts      a cell ran out of CUDA memory     one per kernel and cell
  *   cleaned.ts  what a clean cell freed           one per kernel, updated in place, hides after 8 s
  * ```
+ *
+ * Everything here but `loader.ts` is one chunk that JupyterLab's start does
+ * not load: `loader.ts` loads it when the monitor's first kernel model
+ * appears and hands the notifier what the models signalled meanwhile.
  *
  * Adding a toast = one rule file, one registry line ({@link TOAST_RULES}),
  * its setting (`IGpuSettings`, `DEFAULT_SETTINGS` and `schema/plugin.json`);
@@ -82,6 +87,9 @@ export class GpuNotifier implements IDisposable {
       signal.connect(slot, this);
     }
     this._monitor.models.forEach(m => this._watch(this._monitor, m));
+    for (const event of options.backlog ?? []) {
+      this._replay(event);
+    }
   }
 
   /** Whether the notifier was disposed. */
@@ -190,6 +198,30 @@ export class GpuNotifier implements IDisposable {
     }
   }
 
+  /** Hand one event signalled before the notifier existed to the rules. */
+  private _replay(event: GpuNotifier.IEvent): void {
+    switch (event.kind) {
+      case 'inventory':
+        this._onInventory(event.model, event.inventory);
+        break;
+      case 'changed':
+        this._onChanged(event.model);
+        break;
+      case 'cleaned':
+        this._onCleaned(event.model, event.cleaned);
+        break;
+      case 'outOfMemory':
+        this._onOutOfMemory(event.model, event.oom);
+        break;
+      case 'disposed':
+        this._onDisposed(event.model);
+        break;
+      case 'settings':
+        this._onSettings();
+        break;
+    }
+  }
+
   /** Ask every rule, in order, and keep the toasts each one wants. */
   private _ask(
     model: GpuKernelModel,
@@ -227,5 +259,20 @@ export namespace GpuNotifier {
     trans: TranslationBundle;
     /** The rules (default {@link TOAST_RULES}). */
     rules?: ReadonlyArray<ToastRuleFactory>;
+    /**
+     * What the monitor and its models signalled before the notifier was
+     * created (`NotifierLoader`, while this chunk was loading), in order;
+     * handed to the rules right away, against the models' current state.
+     */
+    backlog?: ReadonlyArray<IEvent>;
   }
+
+  /** A signal the notifier follows, as `NotifierLoader` records it. */
+  export type IEvent =
+    | { kind: 'inventory'; model: GpuKernelModel; inventory: IInventory }
+    | { kind: 'changed'; model: GpuKernelModel }
+    | { kind: 'cleaned'; model: GpuKernelModel; cleaned: ICleaned }
+    | { kind: 'outOfMemory'; model: GpuKernelModel; oom: IOom }
+    | { kind: 'disposed'; model: GpuKernelModel }
+    | { kind: 'settings' };
 }

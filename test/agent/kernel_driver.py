@@ -3,11 +3,12 @@ agent tests' conftest.py and scripts/gpu_check.py both import it).
 
 - ``Kernel``: one real kernel process with a blocking client; it pumps IOPub itself and files
   every message by parent request, comm messages separately.
-- ``Kernel.inject``: sends the agent exactly like the browser (``src/connection.ts``): one
+- ``Kernel.inject``: sends the agent exactly like the browser (``src/agent-chunk.ts``): one
   silent execute request (``silent=True, store_history=False``) whose code is
   ``exec(<loader>, {"SOURCE": <payload>, "CONFIG": <config JSON>})`` with the three texts
   written as JSON string literals (``JSON.stringify`` in the browser, ``json.dumps`` here); the
-  payload is the JSON list of the agent package's modules (``agent_source``).
+  payload is the JSON list of the agent package's modules (``agent_json``), zlib-compressed and
+  base64-encoded the way ``scripts/embed-agent.mjs`` writes it (``agent_source``).
 - ``load_agent``: the agent package loaded in this process as the loader registers it (under a
   private name, not installed), for the in-process tests.
 - ``Kernel.open_comm``: acts as the browser side of the comm (``comm_open`` to the target over
@@ -22,6 +23,7 @@ agent tests' conftest.py and scripts/gpu_check.py both import it).
 """
 
 import ast
+import base64
 import json
 import os
 import queue
@@ -32,6 +34,7 @@ import sys
 import time
 import types
 import uuid
+import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,11 +80,28 @@ def agent_modules():
     return [(name, (AGENT_DIR / f"{name}.py").read_text(encoding="utf-8")) for name in names]
 
 
-def agent_source(modules=None):
-    """The agent payload as the browser sends it (str): the JSON list of [name, text] pairs of
-    ``modules`` (default ``agent_modules()``), written like ``JSON.stringify``."""
+def agent_json(modules=None):
+    """The JSON list of [name, text] pairs of ``modules`` (default ``agent_modules()``), written
+    like ``JSON.stringify`` (str): what the payload carries."""
     pairs = [list(pair) for pair in (modules if modules is not None else agent_modules())]
     return json.dumps(pairs, ensure_ascii=False, separators=(",", ":"))
+
+
+def encode_payload(text):
+    """The payload for a JSON text (str): its UTF-8 bytes zlib-compressed at level 9 and
+    base64-encoded, as ``scripts/embed-agent.mjs`` writes it and ``loader.py`` reads it."""
+    return base64.b64encode(zlib.compress(text.encode("utf-8"), 9)).decode("ascii")
+
+
+def decode_payload(payload):
+    """The JSON text a payload carries (str)."""
+    return zlib.decompress(base64.b64decode(payload)).decode("utf-8")
+
+
+def agent_source(modules=None):
+    """The agent payload as the browser sends it (str): ``agent_json(modules)``, compressed and
+    encoded (``encode_payload``)."""
+    return encode_payload(agent_json(modules))
 
 
 def loader_source():
@@ -120,7 +140,7 @@ def _literal(text):
 
 
 def install_code(config=None, source=None, loader=None):
-    """The code of the browser's silent install request (see src/connection.ts). ``source``:
+    """The code of the browser's silent install request (see src/agent-chunk.ts). ``source``:
     the payload (default ``agent_source()``); with ``loader`` 0.2.0's loader, that version's
     single file text (test_injection replaces an old agent this way)."""
     config_json = json.dumps(config if config is not None else {"sampleIntervalMs": 1000})

@@ -13,6 +13,8 @@ from conftest import (
     THREAD,
     agent_modules,
     agent_source,
+    decode_payload,
+    encode_payload,
     install_code,
 )
 
@@ -155,7 +157,12 @@ def test_loader_never_raises_or_prints(new_kernel):
     assert state["err"].startswith("SyntaxError")
     assert state["target"] is False
     assert state["entries"] == [MODULE]  # no submodule left behind, only the failure record
-    not_json = kernel.inject(source="def broken(:\n")
+    not_encoded = kernel.inject(source="def broken(:\n")
+    assert not_encoded.iopub == []
+    assert kernel.evaluate(err=COUNTS["load_error"])["err"].startswith(
+        "ValueError: the agent payload is not base64 of zlib data"
+    )
+    not_json = kernel.inject(source=encode_payload("def broken(:\n"))
     assert not_json.iopub == []
     assert kernel.evaluate(err=COUNTS["load_error"])["err"].startswith("JSONDecodeError")
     # bad configuration: installs with the defaults
@@ -184,7 +191,9 @@ def test_a_module_failing_to_load_leaves_the_running_agent_as_it_was(new_kernel)
     failing = with_module("census", "raise ImportError('census is broken')\n")
     limits = dict(agent_modules())["limits"]
     newer = limits.replace(f'AGENT_VERSION = "{AGENT_VERSION}"', 'AGENT_VERSION = "9.9.9"')
-    failing = agent_source([(n, newer if n == "limits" else t) for n, t in json.loads(failing)])
+    failing = agent_source(
+        [(n, newer if n == "limits" else t) for n, t in json.loads(decode_payload(failing))]
+    )
     result = kernel.inject({"sampleIntervalMs": 300}, source=failing)
     assert result.iopub == []
     after = kernel.evaluate(

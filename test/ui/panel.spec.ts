@@ -2,7 +2,9 @@
  * Browser test of the VRAM panel: a real JupyterLab server, a real ipykernel
  * with torch and Ultralytics on the CPU, the built extension, Debian chromium.
  *
- * JupyterLab starts without the panel's chunk (recharts); a click on the
+ * JupyterLab starts without the panel's chunk (recharts), the agent's chunk
+ * (its Python text and the message validator) and the toasts' chunk; the
+ * last two load when the notebook's kernel connects, and a click on the
  * status bar gauge opens the panel and loads it. After the model cell ran
  * twice, the older YOLO is a stale holder: "Free" inserts and runs a clean
  * cell for that model only, and its row leaves the table. Screenshots of the
@@ -18,8 +20,8 @@ test.use({ autoGoto: false });
 const NOTEBOOK = 'stacked-yolo.ipynb';
 const STATIC = '/lab/extensions/jupyterlab-gpu-hygiene/static/';
 
-/** The built chunk that holds recharts (the one with its line class name). */
-function rechartsChunk(): string {
+/** The installed build's chunk whose text holds `marker`. */
+function chunkHolding(marker: string): string {
   const dir = path.resolve(
     __dirname,
     '../../.venv/share/jupyter/labextensions/jupyterlab-gpu-hygiene/static'
@@ -28,13 +30,20 @@ function rechartsChunk(): string {
     .readdirSync(dir)
     .filter(name => name.endsWith('.js'))
     .find(name =>
-      fs.readFileSync(path.join(dir, name), 'utf8').includes('recharts-line')
+      fs.readFileSync(path.join(dir, name), 'utf8').includes(marker)
     );
   if (!file) {
-    throw new Error(`no recharts chunk in ${dir}`);
+    throw new Error(`no chunk holding ${JSON.stringify(marker)} in ${dir}`);
   }
   return file;
 }
+
+/** The chunk that holds recharts (the one with its line class name). */
+const rechartsChunk = () => chunkHolding('recharts-line');
+/** The agent's chunk: its package name is in the agent's Python text. */
+const agentChunk = () => chunkHolding('_jupyterlab_gpu_hygiene_agent');
+/** The toasts' chunk (src/notifications/, its buttons' label). */
+const toastsChunk = () => chunkHolding("Don't warn again");
 
 test('VRAM panel: lazy, opened from the gauge, frees a stale holder', async ({
   page,
@@ -50,6 +59,12 @@ test('VRAM panel: lazy, opened from the gauge, frees a stale holder', async ({
   });
 
   await page.goto();
+  // JupyterLab started without the agent's chunk and the toasts' chunk.
+  const agent = agentChunk();
+  const toasts = toastsChunk();
+  expect(chunks.some(name => name.startsWith('remoteEntry'))).toBe(true);
+  expect(chunks).not.toContain(agent);
+  expect(chunks).not.toContain(toasts);
   await page.contents.uploadFile(
     path.resolve(__dirname, '../../examples', NOTEBOOK),
     `${tmpPath}/${NOTEBOOK}`
@@ -61,9 +76,11 @@ test('VRAM panel: lazy, opened from the gauge, frees a stale holder', async ({
     timeout: 120000
   });
 
-  // Opening JupyterLab loaded the extension, not the panel's recharts chunk.
+  // The kernel's agent answered: its chunk and the toasts' chunk loaded with
+  // it, not the panel's recharts chunk.
   const recharts = rechartsChunk();
-  expect(chunks.some(name => name.startsWith('remoteEntry'))).toBe(true);
+  expect(chunks).toContain(agent);
+  expect(chunks).toContain(toasts);
   expect(chunks).not.toContain(recharts);
   const atStartup = chunks.length;
 
