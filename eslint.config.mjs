@@ -16,6 +16,8 @@ export default tseslint.config(
       'src/_generated/',
       'test-results/',
       'playwright-report/',
+      // build stamps and the browser code compiled for node (pytest, gpu-check)
+      '.make/',
       '**/*.d.ts'
     ]
   },

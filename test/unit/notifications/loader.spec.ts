@@ -16,7 +16,12 @@ import {
   IGpuMonitor,
   IGpuSettings
 } from '../../../src/tokens';
-import { c01Inventory, c08Inventory, oomMessage } from '../fixtures';
+import {
+  c01Inventory,
+  c08Inventory,
+  FakeServerKernels,
+  oomMessage
+} from '../fixtures';
 
 const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
 
@@ -30,6 +35,7 @@ class Monitor implements IGpuMonitor {
   );
   settings: IGpuSettings = { ...DEFAULT_SETTINGS };
   currentSessionContext = null;
+  serverKernels = new FakeServerKernels();
   list: GpuKernelModel[] = [];
   get currentModel(): GpuKernelModel | null {
     return this.list[0] ?? null;
