@@ -15,7 +15,6 @@ import {
   joinGpuProcesses
 } from '../../src/analysis/gpuprocesses';
 import { DEFAULT_HOLDER_SORT } from '../../src/analysis/holders';
-import { GpuKernelModel } from '../../src/model';
 import { gpuProcessesOf } from '../../src/otherkernels';
 import { panelData } from '../../src/panel/data';
 import { GpuProcessesTable } from '../../src/panel/tables/gpuprocesses';
@@ -23,14 +22,8 @@ import { PanelContent } from '../../src/panel/view';
 import { GaugeModel, GpuGauge } from '../../src/statusbar/gauge';
 import { gaugeState } from '../../src/statusbar/state';
 import { CommandIDs, DEFAULT_SETTINGS } from '../../src/tokens';
-import {
-  gpuProcess,
-  gpuProcessesMessage,
-  gpuSample,
-  OneModelMonitor,
-  serverAnswer,
-  serverKernel
-} from './fixtures';
+import { gpuSample, OneModelMonitor } from './fixtures';
+import { answer, k1Model, monitorWith } from './shared-gpu';
 
 jest.mock('@jupyterlab/apputils', () => {
   const actual = jest.requireActual('@jupyterlab/apputils');
@@ -44,56 +37,6 @@ jest.mock('@jupyterlab/apputils', () => {
 const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
 const GiB = 2 ** 30;
 const noop = () => undefined;
-
-/** Kernel k1 (pid 1000) on an H200 that also holds k2 (pid 2000, 8 GiB) and bob's job (3 GiB). */
-function k1Model(): GpuKernelModel {
-  const model = new GpuKernelModel({ kernelId: 'k1' });
-  model.apply({
-    protocol: 2,
-    type: 'hello',
-    agentVersion: '0.4.0',
-    python: '3.12.3',
-    pid: 1000,
-    torch: '2.14.1',
-    nvml: true,
-    nvmlError: null,
-    devices: [
-      {
-        index: 0,
-        nvmlIndex: 0,
-        name: 'NVIDIA H200',
-        total: 141 * GiB,
-        uuid: 'GPU-1'
-      }
-    ]
-  });
-  model.apply(gpuSample(13 * GiB, 141 * GiB));
-  model.apply(
-    gpuProcessesMessage([
-      gpuProcess({ pid: 2000, used: 8 * GiB, name: 'python' }),
-      gpuProcess({
-        pid: 4242,
-        used: 3 * GiB,
-        user: 'bob',
-        cmdline: `python3 train.py ${'--flag '.repeat(30)}`
-      })
-    ])
-  );
-  return model;
-}
-
-/** The server runs k1 and k2, k2 on notebook work/k2.ipynb. */
-const answer = () =>
-  serverAnswer([
-    serverKernel({ id: 'k1', pid: 1000, executionState: 'busy' }),
-    serverKernel({ id: 'k2', pid: 2000 })
-  ]);
-
-function monitorWith(model = k1Model()) {
-  const monitor = new OneModelMonitor(model);
-  monitor.serverKernels.set(answer());
-  return { model, monitor };
-}
 
 describe('gauge tooltip', () => {
   it('adds "Your other kernels" and "Other processes" to the device lines', () => {

@@ -9,20 +9,12 @@ import { CommandRegistry } from '@lumino/commands';
 import { fireEvent, render } from '@testing-library/react';
 import React from 'react';
 import { oomAdvice } from '../../src/analysis/oom';
-import { GpuKernelModel } from '../../src/model';
 import { GpuNotifier } from '../../src/notifications';
 import { OomDetails } from '../../src/oomdetails';
 import { oomKernelsOf } from '../../src/otherkernels';
 import { CommandIDs } from '../../src/tokens';
-import {
-  gpuProcess,
-  gpuProcessesMessage,
-  gpuSample,
-  oomMessage,
-  OneModelMonitor,
-  serverAnswer,
-  serverKernel
-} from './fixtures';
+import { oomMessage } from './fixtures';
+import { monitorWith } from './shared-gpu';
 
 jest.mock('@jupyterlab/apputils', () => ({
   ...jest.requireActual('@jupyterlab/apputils'),
@@ -32,56 +24,6 @@ jest.mock('@jupyterlab/apputils', () => ({
 const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
 const GiB = 2 ** 30;
 const MiB = 2 ** 20;
-
-/** Kernel k1 (pid 1000) on an H200 that also holds k2 (pid 2000, 8 GiB) and bob's job (3 GiB). */
-function k1Model(): GpuKernelModel {
-  const model = new GpuKernelModel({ kernelId: 'k1' });
-  model.apply({
-    protocol: 2,
-    type: 'hello',
-    agentVersion: '0.4.0',
-    python: '3.12.3',
-    pid: 1000,
-    torch: '2.14.1',
-    nvml: true,
-    nvmlError: null,
-    devices: [
-      {
-        index: 0,
-        nvmlIndex: 0,
-        name: 'NVIDIA H200',
-        total: 141 * GiB,
-        uuid: 'GPU-1'
-      }
-    ]
-  });
-  model.apply(gpuSample(13 * GiB, 141 * GiB));
-  model.apply(
-    gpuProcessesMessage([
-      gpuProcess({ pid: 2000, used: 8 * GiB, name: 'python' }),
-      gpuProcess({
-        pid: 4242,
-        used: 3 * GiB,
-        user: 'bob',
-        cmdline: `python3 train.py ${'--flag '.repeat(30)}`
-      })
-    ])
-  );
-  return model;
-}
-
-/** The server runs k1 and k2, k2 on notebook work/k2.ipynb. */
-const answer = () =>
-  serverAnswer([
-    serverKernel({ id: 'k1', pid: 1000, executionState: 'busy' }),
-    serverKernel({ id: 'k2', pid: 2000 })
-  ]);
-
-function monitorWith(model = k1Model()) {
-  const monitor = new OneModelMonitor(model);
-  monitor.serverKernels.set(answer());
-  return { model, monitor };
-}
 
 describe('OOM on a device held by the user’s idle kernels', () => {
   afterEach(() => {
