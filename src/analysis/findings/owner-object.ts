@@ -310,13 +310,22 @@ function ownerFindings(inventory: IInventory | null): IFinding[] {
         holdings(trans)
       );
     };
+    // Everything it holds is reached by other names too: deleting it frees
+    // nothing, so its bytes are shown as shared (never a warning, no toast).
+    const heldElsewhere = nothing && keepers.length > 0;
     return [
       {
         kind: 'owner-object',
         id: `owner-object:${name}`,
-        severity: maxCudaBytes(beside) >= OWNER_WARN_BYTES ? 'warning' : 'info',
+        severity:
+          !heldElsewhere && maxCudaBytes(beside) >= OWNER_WARN_BYTES
+            ? 'warning'
+            : 'info',
         subject: name,
-        bytes: freed,
+        bytes: heldElsewhere ? {} : freed,
+        ...(heldElsewhere
+          ? { sharedBytes: freed, sharedWith: [...keepers] }
+          : {}),
         explain,
         evidence: owner.holds.map(
           h => `${h.path} (${h.className}): ${formatPlacement(h.bytes)}`

@@ -35,6 +35,30 @@ function at(steps: unknown, step: string): IInventory {
   return { ...c01Inventory(), ...inventory } as IInventory;
 }
 
+/**
+ * The inventory as if it had run on cuda:0, 1024× larger (KiB become MiB):
+ * every per-device record's `cpu` becomes `cuda:0`.
+ */
+function onCuda(inventory: IInventory): IInventory {
+  const move = (value: unknown): unknown => {
+    if (Array.isArray(value)) {
+      return value.map(move);
+    }
+    if (value && typeof value === 'object') {
+      const entries = Object.entries(value);
+      if (
+        entries.length &&
+        entries.every(([k, v]) => k === 'cpu' && typeof v === 'number')
+      ) {
+        return { 'cuda:0': (value as { cpu: number }).cpu * 1024 };
+      }
+      return Object.fromEntries(entries.map(([k, v]) => [k, move(v)]));
+    }
+    return value;
+  };
+  return move(inventory) as IInventory;
+}
+
 const stepsOf = (steps: unknown) => (steps as Step[]).map(s => s.step);
 
 const owners = (inventory: IInventory) =>
@@ -129,7 +153,13 @@ describe('Lightning Trainer', () => {
       expect(owners(inventory)).toHaveLength(1);
       expect(finding).toMatchObject({
         subject: 'trainer',
-        bytes: { cpu: 34320 + 34336 }, // the model (with gradients) and AdamW's state
+        severity: 'info',
+        // deleting it frees nothing: the model (with gradients) and AdamW's
+        // state are shown as shared (with the roots that share its storage:
+        // module, and the data loader x and y feed), not as what it frees
+        bytes: {},
+        sharedBytes: { cpu: 34320 + 34336 },
+        sharedWith: ['loader', 'module', 'x', 'y'],
         fix: { kind: 'none' }
       });
       expect(finding.explain(trans)).toBe(
@@ -141,6 +171,14 @@ describe('Lightning Trainer', () => {
       ]);
     }
   );
+
+  it('on CUDA too, a trainer whose holdings all stay is never a warning (no toast)', () => {
+    const inventory = onCuda(at(plSteps, 'trained'));
+    const [finding] = owners(inventory);
+    expect(finding.severity).toBe('info');
+    expect(finding.bytes).toEqual({});
+    expect(finding.sharedBytes).toEqual({ 'cuda:0': (34320 + 34336) * 1024 });
+  });
 
   it('trainer deleted: the module still keeps the optimizer state through module._trainer', () => {
     const [finding] = owners(at(plSteps, 'trainer deleted'));
