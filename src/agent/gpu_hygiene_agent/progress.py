@@ -34,7 +34,9 @@ objects are touched only while their training is running (the wrapper is then he
 ``Model.train``'s frame). Not read: training in another thread or process (DDP runs a
 subprocess), a ``BaseTrainer`` used without a wrapper (``DetectionTrainer(...).train()``: no
 weak reference leads to it), Ultralytics' ``MultiTrainer`` (a list of datasets), a wrapper
-created in the first cell that imports torch (the tracker starts after it).
+created in the first cell that imports torch (the tracker starts after it). One mix-up is
+possible: a training interrupted earlier in the same cell (its exception caught, ``stop`` never
+set) on another wrapper, with the same trainer class, is read during the next one's setup.
 """
 
 import sys
