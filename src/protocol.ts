@@ -68,13 +68,24 @@ const deviceSample = z.object({
   processHidden: z.boolean()
 });
 
+/**
+ * The running Ultralytics trainer's progress in a `sample`: `epoch` its
+ * 0-based epoch in progress, `epochs` its total.
+ */
+const trainingProgress = z.object({
+  epoch: count,
+  epochs: z.int().check(z.minimum(1), z.maximum(Number.MAX_SAFE_INTEGER))
+});
+
 const sample = z.object({
   ...envelope,
   type: z.literal('sample'),
   t: z.number().check(z.minimum(0)),
   seq: count,
   busy: z.boolean(),
-  devices: z.array(deviceSample).check(z.maxLength(64))
+  devices: z.array(deviceSample).check(z.maxLength(64)),
+  /** While a cell trains an Ultralytics model: its trainer's epoch (absent otherwise). */
+  progress: z.optional(z.nullable(trainingProgress))
 });
 
 const holder = z.object({
@@ -341,6 +352,12 @@ export type IHello = z.infer<typeof hello>;
 export type IDeviceInfo = z.infer<typeof deviceInfo>;
 /** `sample`: device memory figures pushed by the agent's sampler thread. */
 export type ISample = z.infer<typeof sample>;
+/**
+ * `sample.progress`: the Ultralytics trainer training in the running cell,
+ * `epoch` (0-based, the epoch in progress: `BaseTrainer.epoch`) of `epochs`
+ * (`BaseTrainer.epochs`). Absent or null when no trainer is known to train.
+ */
+export type ITrainingProgress = z.infer<typeof trainingProgress>;
 /**
  * Figures for one device in a sample, bytes; `null` where not measurable.
  * `used`/`total`/`process` come from NVML, `allocated`/`reserved` from

@@ -6,6 +6,7 @@ import { memoryBands } from '../analysis/bands';
 import { factsOf, findings, IFinding } from '../analysis/findings';
 import { cellRows, ICellRow } from '../analysis/cells';
 import type { SeriesRow } from '../analysis/downsample';
+import { epochsByCell, ICellEpochs } from '../analysis/epochs';
 import { graphRows, IGraphRow } from '../analysis/graphs';
 import {
   DEFAULT_HOLDER_SORT,
@@ -79,6 +80,8 @@ export interface IPanelData {
   markers: ICellMarker[];
   /** Per-cell rows, oldest first. */
   cells: ICellRow[];
+  /** The Ultralytics epochs of each of `cells` (same order; null: the cell trained none). */
+  cellEpochs: Array<ICellEpochs | null>;
   /** Who holds VRAM, sorted. */
   holders: IHolderRow[];
   /** Bytes by root on the device shown (all devices without a GPU), or null before an inventory. */
@@ -197,6 +200,7 @@ export function panelData(
     total: gpu ? total : null,
     markers: samples.length ? cellMarkers(cells, from, to) : [],
     cells,
+    cellEpochs: epochsByCell(samples, cells, chosen),
     holders: holderRows(model.inventory, sort),
     roots: rootsSummary(model.inventory, gpu ? `cuda:${chosen}` : null),
     tensors: tensorRows(model.inventory, gpu ? `cuda:${chosen}` : null),

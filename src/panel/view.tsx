@@ -243,7 +243,12 @@ export function PanelContent(props: IPanelContentProps): JSX.Element {
         </>
       )}
       <h3 className="jp-GpuHygiene-heading">{trans.__('Cells')}</h3>
-      <CellTable cells={data.cells} gpu={data.gpu} trans={trans} />
+      <CellTable
+        cells={data.cells}
+        epochs={data.cellEpochs}
+        gpu={data.gpu}
+        trans={trans}
+      />
     </div>
   );
 }

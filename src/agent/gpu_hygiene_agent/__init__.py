@@ -42,6 +42,7 @@ Package attributes that other copies of the agent, the loader and the tests read
 MODULES = (
     "limits",
     "util",
+    "progress",
     "storage",
     "tracker",
     "models",

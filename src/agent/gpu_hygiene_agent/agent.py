@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import os
 import sys
+import threading
 import time
 
 from . import children, clean, inventory, oom
@@ -20,6 +21,7 @@ from .limits import (
     MODULE_NAME,
     PROTOCOL,
 )
+from .progress import ProgressReader
 from .sampler import SamplerThread
 from .tracker import ModuleTracker
 from .transport import Transport, check_message
@@ -53,6 +55,7 @@ class Agent:
         self.sample_seq = itertools.count(1)
         self.clean_snapshot = None
         self.devices = DeviceSampler()
+        self.progress = ProgressReader(self.tracker)  # the Ultralytics trainer's epoch
         self.pid = os.getpid()
         self.gpu_processes = GpuProcesses(self.pid)
         own = (self, self.kernel, self.comm_manager, self.tracker, self.comms, self.transport)
@@ -165,6 +168,7 @@ class Agent:
         message = self.build_inventory(None)
         if message is not None:
             self.transport.send(comm, message)
+        self._remember_wrappers()
 
     def on_comm_msg(self, msg):
         """Handle ``configure`` and ``inventory`` requests from the browser."""
@@ -220,6 +224,7 @@ class Agent:
         try:
             if not user_cell(info):
                 return
+            self.progress.cell_started(threading.get_ident(), time.time())
             self.busy = True
             self.sampler.wake()
             raw = getattr(info, "raw_cell", None)
@@ -249,6 +254,7 @@ class Agent:
             message = self.build_inventory(count, reuse=snapshot is None)
             if message is not None:
                 self.broadcast(message)
+            self._remember_wrappers()
             error = vars_of(result).get("error_in_exec") if result is not None else None
             if message is not None and oom.is_cuda_oom(error):
                 try:
@@ -268,6 +274,17 @@ class Agent:
         after = clean.models_left(tops)
         del tops
         return clean.cleaned(snapshot, after, count)
+
+    def _remember_wrappers(self):
+        """Give the progress reader the Ultralytics wrappers among the top-level models (the
+        forest the inventory just used, cached)."""
+        try:
+            if self.tracker.active or self.tracker.rescan_each_time:
+                tops = self.inventory.forests.forest().tops
+                self.progress.remember([module for module, _order in tops])
+                del tops
+        except Exception as exc:
+            self.error("inventory", exc)
 
     def ensure_tracking(self):
         """Start module tracking once torch has been imported (by the user)."""
@@ -312,15 +329,23 @@ class Agent:
         return True
 
     def sample(self):
-        """The ``sample`` message (dict): NVML and torch allocator figures, in bytes."""
-        return {
+        """The ``sample`` message (dict): NVML and torch allocator figures, in bytes, and
+        while a cell trains an Ultralytics model its ``progress`` (``progress.ProgressReader``:
+        read first, before NVML's calls release the GIL)."""
+        t = time.time()
+        busy = bool(self.busy)
+        progress = self.progress.read() if busy else None
+        message = {
             "protocol": PROTOCOL,
             "type": "sample",
-            "t": time.time(),
+            "t": t,
             "seq": next(self.sample_seq),
-            "busy": bool(self.busy),
+            "busy": busy,
             "devices": self.devices.sample(self._nvml_error),
         }
+        if progress is not None:
+            message["progress"] = progress
+        return message
 
     def build_inventory(self, execution_count, reuse=False):
         """The ``inventory`` message (dict), or None (an ``error`` was sent): see
