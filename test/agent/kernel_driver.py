@@ -251,9 +251,12 @@ class Comm:
 
 class Kernel:
     """A real ipykernel process and a blocking client (``Kernel()`` starts one with
-    jupyter_client; ``Kernel.attach(connection_file)`` connects to a running one)."""
+    jupyter_client; ``Kernel.attach(connection_file)`` connects to a running one).
+    ``kernel_name``: the kernelspec to start (default ``python3``; the replay kernel of
+    test/ui/replay_kernel is ``gpu-hygiene-replay``, found where ``JUPYTER_PATH`` names that
+    folder)."""
 
-    def __init__(self, env=None, connection_file=None):
+    def __init__(self, env=None, connection_file=None, kernel_name="python3"):
         self.comm_log = []  # comm_open / comm_msg / comm_close from IOPub, in order
         self.by_parent = {}  # parent msg_id -> [IOPub messages]
         self.idle = set()  # parent msg_ids whose 'idle' status arrived
@@ -279,7 +282,7 @@ class Kernel:
         kernel_env.update(env or {})
         from jupyter_client.manager import KernelManager  # here: test_devices runs without it
 
-        self.km = KernelManager(kernel_name="python3")
+        self.km = KernelManager(kernel_name=kernel_name)
         self.km.start_kernel(env=kernel_env)
         self.kc = self.km.client()
         self.kc.start_channels()

@@ -16,9 +16,17 @@ c.ServerApp.open_browser = False
 c.ServerApp.allow_root = True  # CI and the project machines run as root
 # Kernels must not reach the network (nothing may download weights).
 os.environ.setdefault("YOLO_OFFLINE", "true")
-# A kernel whose language is not Python (test/ui/echo_kernel, non-python.spec.ts).
+# A kernel whose language is not Python (test/ui/echo_kernel, non-python.spec.ts), and the
+# replay kernel that plays recorded GPU sessions (test/ui/replay_kernel, replay.spec.ts).
 os.environ["JUPYTER_PATH"] = os.pathsep.join(
-    filter(None, [str(Path(__file__).parent / "echo_kernel"), os.environ.get("JUPYTER_PATH")])
+    filter(
+        None,
+        [
+            str(Path(__file__).parent / "echo_kernel"),
+            str(Path(__file__).parent / "replay_kernel"),
+            os.environ.get("JUPYTER_PATH"),
+        ],
+    )
 )
 c.LabApp.expose_app_in_browser = True
 c.Application.log_level = "WARN"

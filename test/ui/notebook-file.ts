@@ -16,6 +16,11 @@ export const KERNELSPECS = {
     name: 'echo',
     display_name: 'Test echo kernel (not Python)',
     language: 'echo'
+  },
+  replay: {
+    name: 'gpu-hygiene-replay',
+    display_name: 'GPU hygiene replay (tests)',
+    language: 'python'
   }
 };
 
