@@ -17,7 +17,7 @@ DEVICE = os.environ.get("GPU_HYGIENE_DEVICE", "cuda:0")
 CUDA = DEVICE.startswith("cuda")
 BATCH = 64 if CUDA else 4
 STEPS = 10  # steps per epoch
-EPOCHS = 3  # epochs per run of the training cell
+EPOCHS = 6 if CUDA else 2  # epochs per run of the training cell
 PACE_S = 0.35 if CUDA else 0.05
 
 
