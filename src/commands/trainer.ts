@@ -7,7 +7,7 @@ import { deletableNames } from '../analysis/holders';
 import {
   describeHoldings,
   finishedTrainerOwner
-} from '../analysis/findings/owner-object';
+} from '../analysis/findings/model-parts';
 import { generateDropTrainerCell, holdingLabels } from '../analysis/trainer';
 import type { IModelInfo, IPart } from '../protocol';
 import { CommandIDs } from '../tokens';
