@@ -51,6 +51,7 @@ MODULES = (
     "devices",
     "gpuprocs",
     "allocator",
+    "workers",
     "children",
     "fingerprint",
     "graphs",
