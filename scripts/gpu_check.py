@@ -422,7 +422,8 @@ def hand_written(path):
 # main
 
 
-def main():
+def parse_args():
+    """The command line (see the module's docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--report", help="default docs/gpu-check.md (.make/gpu-check-cpu.md "
                         "with --device cpu)")  # fmt: skip
@@ -460,28 +461,28 @@ def main():
         help="cpu: the groups' [cpu] variants (a dry run of the plumbing without GPU)",
     )
     parser.add_argument("--pytest-arg", action="append", help="one more argument for pytest")
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    if args.generate_clean_cells:
-        generate_only(*args.generate_clean_cells, args)
-        return 0
-    if args.compile_js:
-        cleanup = kd.compile_browser(Path(args.compile_js))
-        size = sum(f.stat().st_size for f in Path(args.compile_js).rglob("*") if f.is_file())
-        print(f"{cleanup} ({size / 2**20:.1f} MiB in {args.compile_js}, node packages included)")
-        return 0
 
-    started = time.monotonic()
+def compile_only(out_dir):
+    """``--compile-js``: compile the browser's modules into ``out_dir`` and say where."""
+    cleanup = kd.compile_browser(Path(out_dir))
+    size = sum(f.stat().st_size for f in Path(out_dir).rglob("*") if f.is_file())
+    print(f"{cleanup} ({size / 2**20:.1f} MiB in {out_dir}, node packages included)")
+
+
+def selected_checks(args):
+    """The names of the checks to run (``--only``, else all); exits on an unknown one."""
     names = [n.strip() for n in args.only.split(",")] if args.only else list(CHECKS)
     unknown = [n for n in names if n not in CHECKS]
     if unknown:
         sys.exit(f"unknown checks {unknown}; known: {', '.join(CHECKS)}")
-    needed = NEEDED + tuple(m for n in names for m in NEEDED_BY.get(n, ()))
-    target = ensure_packages(args.wheels, needed)
-    nvml = checks.nvml()
-    no_gpu = checks.no_gpu_reason() if args.device == "cuda" else None
-    # the device report is docs/gpu-check.md; a run that cannot measure does not overwrite it
-    # unless --report says so
+    return names
+
+
+def output_paths(args, no_gpu):
+    """(report, log) paths, their folders made. The device report is docs/gpu-check.md; a run
+    that cannot measure does not overwrite it unless --report says so."""
     default_report = "docs/gpu-check.md"
     if args.device == "cpu":
         default_report = ".make/gpu-check-cpu.md"
@@ -491,10 +492,14 @@ def main():
     report_path.parent.mkdir(parents=True, exist_ok=True)
     log_path = Path(args.log) if args.log else ROOT / ".make" / "gpu-check.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    if no_gpu:
-        print(f"gpu-check: {no_gpu}: every test marked gpu skips; report {report_path}", flush=True)
+    return report_path, log_path
+
+
+def environment(args, names, target, nvml, no_gpu):
+    """The report's environment table (dict, in order): the machine, the GPU, the versions
+    the kernels run, the agent, the tests; ``clean cells`` is filled in after the run."""
     versions = kernel_versions(args.device)
-    env = {
+    return {
         "date (UTC)": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
         "GPU": ", ".join(f"{i}: {nvml.name(i)}" for i in range(nvml.count)) or f"none ({no_gpu})",
         "GPU memory": checks.mib(nvml.memory(0)[2], 0),
@@ -516,11 +521,11 @@ def main():
         "tests": f"pytest {version('pytest')}, device {args.device}: "
         + ", ".join(sorted({t.split("::")[0] for n in names for t in CHECKS[n][1]})),
     }
-    with open(log_path, "w", encoding="utf-8") as log:
-        log.writelines(f"{key}: {value}\n" for key, value in env.items())
 
-    if not args.clean_cells and not no_gpu:
-        args.cleanup_js = cleanup_module(args)
+
+def check_groups(args, names):
+    """(groups, tests): the report's groups [(title, test ids)] of the checks ``names`` on
+    ``args.device``, plus, for a full CUDA run, the other gpu-marked tests; and all the ids."""
     groups = [(CHECKS[n][0], [t.format(d=args.device) for t in CHECKS[n][1]]) for n in names]
     tests = [t for _title, ids in groups for t in ids]
     if args.device == "cuda" and not args.only:
@@ -528,10 +533,21 @@ def main():
         if others:
             groups.append(("other gpu tests", others))
             tests += others
-    rows_path = log_path.with_name(log_path.name + ".rows.jsonl")
-    spent = time.monotonic() - started
-    budget_left = None if args.budget_s is None else max(0.0, args.budget_s - spent)
-    status = run_pytest(args, tests, rows_path, log_path, budget_left)
+    return groups, tests
+
+
+def report_notes(records, args):
+    """The report's notes: the fixed ones, then each test's (once), then ``--note``."""
+    notes = list(NOTES)
+    for record in records.values():
+        notes += [note for note in record["notes"] if note not in notes]
+    return notes + (args.note or [])
+
+
+def write_results(args, env, groups, status, paths, started):
+    """Read the run's records (``paths``: report, log, rows), write the report and print the
+    table; ``started``: when the run began (``time.monotonic()``). Returns the rows."""
+    report_path, log_path, rows_path = paths
     records, session = read_records(rows_path)
     if status not in (0, 1) or not session["rows"]:
         print(f"gpu-check: pytest ended with status {status}; the log is {log_path}", flush=True)
@@ -539,20 +555,49 @@ def main():
     if status not in (0, 1):
         rows.append(("pytest", "runs every test", f"exit status {status} (see the log)", False))
     env["clean cells"] = session["clean"]
-    notes = list(NOTES)
-    for record in records.values():
-        notes += [note for note in record["notes"] if note not in notes]
-    notes += args.note or []
     curve = next((r["extras"]["training_curve"] for r in records.values()
                   if r["extras"].get("training_curve")), None)  # fmt: skip
     sections = [r["extras"]["report_section"] for r in records.values()
                 if r["extras"].get("report_section")]  # fmt: skip
-    summary = write_report(
-        report_path, env, rows, notes, curve, time.monotonic() - started, sections
-    )
+    notes = report_notes(records, args)
+    elapsed = time.monotonic() - started
+    summary = write_report(report_path, env, rows, notes, curve, elapsed, sections)
     print()
     print(table(rows))
     print(f"\n{summary}; report {report_path}, log {log_path}")
+    return rows
+
+
+def main():
+    args = parse_args()
+    if args.generate_clean_cells:
+        generate_only(*args.generate_clean_cells, args)
+        return 0
+    if args.compile_js:
+        compile_only(args.compile_js)
+        return 0
+
+    started = time.monotonic()
+    names = selected_checks(args)
+    needed = NEEDED + tuple(m for n in names for m in NEEDED_BY.get(n, ()))
+    target = ensure_packages(args.wheels, needed)
+    nvml = checks.nvml()
+    no_gpu = checks.no_gpu_reason() if args.device == "cuda" else None
+    report_path, log_path = output_paths(args, no_gpu)
+    if no_gpu:
+        print(f"gpu-check: {no_gpu}: every test marked gpu skips; report {report_path}", flush=True)
+    env = environment(args, names, target, nvml, no_gpu)
+    with open(log_path, "w", encoding="utf-8") as log:
+        log.writelines(f"{key}: {value}\n" for key, value in env.items())
+
+    if not args.clean_cells and not no_gpu:
+        args.cleanup_js = cleanup_module(args)
+    groups, tests = check_groups(args, names)
+    rows_path = log_path.with_name(log_path.name + ".rows.jsonl")
+    spent = time.monotonic() - started
+    budget_left = None if args.budget_s is None else max(0.0, args.budget_s - spent)
+    status = run_pytest(args, tests, rows_path, log_path, budget_left)
+    rows = write_results(args, env, groups, status, (report_path, log_path, rows_path), started)
     if no_gpu:
         print(f"gpu-check: {no_gpu}", file=sys.stderr)
         return 2

@@ -9,7 +9,8 @@ import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
 import { formatBytes } from './analysis/format';
 import type { IOomKernels } from './analysis/gpuprocesses';
-import { describeHolder, oomAdvice, oomHolders } from './analysis/oom';
+import { describeHolder, oomHolders } from './analysis/oom';
+import { oomAdvice } from './analysis/oomadvice';
 import type { IOom } from './protocol';
 
 /** Props of {@link OomDetails}. */

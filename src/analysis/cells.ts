@@ -118,6 +118,140 @@ function maxOf(values: Array<number | null>): number | null {
 }
 
 /**
+ * Where a cell's samples lie: `[lo, hi)` those after the previous
+ * inventory up to this one's, and its first and last `busy` samples among
+ * them (-1 when none).
+ */
+interface ICellWindow {
+  lo: number;
+  hi: number;
+  firstBusy: number;
+  lastBusy: number;
+}
+
+/** The window of the cell of `mark`, `previous` the inventory before it (or null). */
+function cellWindow(
+  samples: ReadonlyArray<ISample>,
+  mark: ICellMark,
+  previous: ICellMark | null
+): ICellWindow {
+  const lo = previous ? firstAfter(samples, previous.t) : 0;
+  const hi = firstAfter(samples, mark.t); // exclusive
+  let firstBusy = -1;
+  let lastBusy = -1;
+  for (let i = lo; i < hi; i++) {
+    if (samples[i].busy) {
+      if (firstBusy < 0) {
+        firstBusy = i;
+      }
+      lastBusy = i;
+    }
+  }
+  return { lo, hi, firstBusy, lastBusy };
+}
+
+/**
+ * Allocated before the cell: the last idle sample before it started (or
+ * before `post_run_cell`), not earlier than the previous cell's end
+ * (back-to-back cells may have none); where that gives no figure, its
+ * first busy sample.
+ */
+function allocatedBefore(
+  samples: ReadonlyArray<ISample>,
+  mark: ICellMark,
+  previous: ICellMark | null,
+  w: ICellWindow,
+  device: number
+): number | null {
+  const start = w.firstBusy >= 0 ? samples[w.firstBusy].t : null;
+  const beforeLimit = start ?? mark.postRun;
+  const floor = previous ? previous.postRun - 0.05 : -Infinity;
+  let before: number | null = null;
+  for (let i = (w.firstBusy >= 0 ? w.firstBusy : w.hi) - 1; i >= 0; i--) {
+    const s = samples[i];
+    if (s.t < floor) {
+      break;
+    }
+    if (s.t < beforeLimit && !s.busy) {
+      before = allocatedOf(s, device);
+      break;
+    }
+  }
+  if (before === null && w.firstBusy >= 0) {
+    before = allocatedOf(samples[w.firstBusy], device);
+  }
+  return before;
+}
+
+/**
+ * Allocated after the cell: the first idle sample after its busy samples
+ * (or after `post_run_cell`); where that gives no figure, the last sample
+ * of its window.
+ */
+function allocatedAfter(
+  samples: ReadonlyArray<ISample>,
+  mark: ICellMark,
+  w: ICellWindow,
+  device: number
+): number | null {
+  const afterFrom =
+    w.lastBusy >= 0 ? w.lastBusy + 1 : firstAfter(samples, mark.postRun - 0.05);
+  let after: number | null = null;
+  for (let i = afterFrom; i < samples.length; i++) {
+    if (!samples[i].busy || samples[i].t > mark.t) {
+      after = allocatedOf(samples[i], device);
+      break;
+    }
+  }
+  if (after === null && w.hi > w.lo) {
+    after = allocatedOf(samples[w.hi - 1], device);
+  }
+  return after;
+}
+
+/** The models alive after `mark` that were not after `previous`; null without `previous`. */
+function createdModels(
+  mark: ICellMark,
+  previous: ICellMark | null
+): IModelSummary[] | null {
+  if (!previous) {
+    return null;
+  }
+  const known = new Set(previous.models.map(modelKey));
+  return mark.models.filter(m => !known.has(modelKey(m)));
+}
+
+/** The row of the cell of `mark` (see {@link cellRows}). */
+function cellRow(
+  samples: ReadonlyArray<ISample>,
+  mark: ICellMark & { executionCount: number },
+  previous: ICellMark | null,
+  device: number
+): ICellRow {
+  const w = cellWindow(samples, mark, previous);
+  const start = w.firstBusy >= 0 ? samples[w.firstBusy].t : null;
+  const before = allocatedBefore(samples, mark, previous, w, device);
+  const after = allocatedAfter(samples, mark, w, device);
+  const during: Array<number | null> = [before, after];
+  for (let i = w.firstBusy; i >= 0 && i <= w.lastBusy; i++) {
+    during.push(allocatedOf(samples[i], device));
+  }
+  return {
+    executionCount: mark.executionCount,
+    start,
+    end: mark.postRun,
+    durationMs:
+      start === null ? null : Math.max(0, (mark.postRun - start) * 1000),
+    before,
+    after,
+    delta: before !== null && after !== null ? after - before : null,
+    peak: maxOf(during),
+    samples: w.firstBusy < 0 ? 0 : w.lastBusy - w.firstBusy + 1,
+    created: createdModels(mark, previous)
+  };
+}
+
+/**
  * Rows of the per-cell table, oldest first, for one device.
  *
  * - start: the first `busy` sample after the previous inventory; the agent
@@ -139,78 +273,14 @@ export function cellRows(
   device: number
 ): ICellRow[] {
   const rows: ICellRow[] = [];
-  for (let k = 0; k < marks.length; k++) {
-    const mark = marks[k];
-    if (mark.executionCount === null) {
-      continue;
+  marks.forEach((mark, k) => {
+    const { executionCount } = mark;
+    if (executionCount !== null) {
+      const previous = k > 0 ? marks[k - 1] : null;
+      rows.push(
+        cellRow(samples, { ...mark, executionCount }, previous, device)
+      );
     }
-    const previous = k > 0 ? marks[k - 1] : null;
-    const lo = previous ? firstAfter(samples, previous.t) : 0;
-    const hi = firstAfter(samples, mark.t); // exclusive
-    let firstBusy = -1;
-    let lastBusy = -1;
-    for (let i = lo; i < hi; i++) {
-      if (samples[i].busy) {
-        if (firstBusy < 0) {
-          firstBusy = i;
-        }
-        lastBusy = i;
-      }
-    }
-    const start = firstBusy >= 0 ? samples[firstBusy].t : null;
-    // Before: the last idle sample before the cell started, not earlier than
-    // the previous cell's end (back-to-back cells may have none).
-    const beforeLimit = start ?? mark.postRun;
-    const floor = previous ? previous.postRun - 0.05 : -Infinity;
-    let before: number | null = null;
-    for (let i = (firstBusy >= 0 ? firstBusy : hi) - 1; i >= 0; i--) {
-      const s = samples[i];
-      if (s.t < floor) {
-        break;
-      }
-      if (s.t < beforeLimit && !s.busy) {
-        before = allocatedOf(s, device);
-        break;
-      }
-    }
-    if (before === null && firstBusy >= 0) {
-      before = allocatedOf(samples[firstBusy], device);
-    }
-    // After: the first idle sample after the cell's busy samples.
-    let after: number | null = null;
-    const afterFrom =
-      lastBusy >= 0 ? lastBusy + 1 : firstAfter(samples, mark.postRun - 0.05);
-    for (let i = afterFrom; i < samples.length; i++) {
-      if (!samples[i].busy || samples[i].t > mark.t) {
-        after = allocatedOf(samples[i], device);
-        break;
-      }
-    }
-    if (after === null && hi > lo) {
-      after = allocatedOf(samples[hi - 1], device);
-    }
-    const during: Array<number | null> = [before, after];
-    for (let i = firstBusy; i >= 0 && i <= lastBusy; i++) {
-      during.push(allocatedOf(samples[i], device));
-    }
-    let created: IModelSummary[] | null = null;
-    if (previous) {
-      const known = new Set(previous.models.map(modelKey));
-      created = mark.models.filter(m => !known.has(modelKey(m)));
-    }
-    rows.push({
-      executionCount: mark.executionCount,
-      start,
-      end: mark.postRun,
-      durationMs:
-        start === null ? null : Math.max(0, (mark.postRun - start) * 1000),
-      before,
-      after,
-      delta: before !== null && after !== null ? after - before : null,
-      peak: maxOf(during),
-      samples: firstBusy < 0 ? 0 : lastBusy - firstBusy + 1,
-      created
-    });
-  }
+  });
   return rows;
 }

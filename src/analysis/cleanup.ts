@@ -111,6 +111,101 @@ export function isPythonIdentifier(name: string): boolean {
   return IDENTIFIER.test(name) && !KEYWORDS.has(name);
 }
 
+/** What the models of an inventory put in a plan. */
+interface IModelsPlan {
+  /** Output-cache execution counts of the entries that hold the planned models. */
+  outKeys: Set<number>;
+  staleModels: IModelInfo[];
+  /** User variables (identifiers) that hold models and are kept. */
+  kept: Set<string>;
+  clearTraceback: boolean;
+}
+
+/**
+ * Plan the models: the stale ones (with `modelId`, that one only; with
+ * `deleteNames` too, it counts as stale), the output-cache entries that
+ * hold them, whether the traceback holds one, and the variables kept.
+ */
+function planModels(
+  inventory: IInventory | null,
+  modelId: string | null,
+  deleteNames: ReadonlyArray<string>
+): IModelsPlan {
+  const plan: IModelsPlan = {
+    outKeys: new Set<number>(),
+    staleModels: [],
+    kept: new Set<string>(),
+    clearTraceback: modelId === null
+  };
+  for (const model of inventory?.models ?? []) {
+    const target = modelId === null || model.id === modelId;
+    const stale =
+      model.stale || (target && modelId !== null && deleteNames.length > 0);
+    if (target && stale) {
+      plan.staleModels.push(model);
+      if (model.holders.some(h => h.kind === 'traceback')) {
+        plan.clearTraceback = true;
+      }
+    }
+    for (const holder of model.holders) {
+      if (holder.kind === 'variable') {
+        if (
+          isPythonIdentifier(holder.name) &&
+          !deleteNames.includes(holder.name)
+        ) {
+          plan.kept.add(holder.name);
+        }
+        continue;
+      }
+      if (holder.kind !== 'output' || !stale || !target) {
+        continue;
+      }
+      const match = OUT_ENTRY.exec(holder.name) ?? NUMBERED.exec(holder.name);
+      if (match) {
+        plan.outKeys.add(Number(match[1]));
+      }
+    }
+  }
+  return plan;
+}
+
+/**
+ * Plan the output-cache entries that hold CUDA memory no variable reaches
+ * (the unrestricted plan only): their tensors (or containers of tensors) go
+ * with the cache entry; a user variable is never touched. Their execution
+ * counts are added to `outKeys`.
+ *
+ * @returns the roots planned and the hidden copies among them (no `Out`
+ *   entry names them).
+ */
+function planOutputs(
+  inventory: IInventory | null,
+  outKeys: Set<number>
+): { outputs: IRootBytes[]; copies: Set<string> } {
+  const outputs: IRootBytes[] = [];
+  const copies = new Set<string>();
+  for (const root of inventory?.roots ?? []) {
+    if (root.kind !== 'output' || !dropsCuda(root)) {
+      continue;
+    }
+    const cells = (root.cells ?? []).filter(
+      c => Number.isSafeInteger(c) && c >= 0
+    );
+    const match = OUT_ENTRY.exec(root.name) ?? NUMBERED.exec(root.name);
+    if (cells.length) {
+      cells.forEach(c => outKeys.add(c));
+    } else if (root.cells === undefined && match) {
+      outKeys.add(Number(match[1]));
+    } else if (SLOTS.includes(root.name) || NUMBERED.test(root.name)) {
+      copies.add(root.name); // a hidden copy: no Out entry names it
+    } else {
+      continue;
+    }
+    outputs.push(root);
+  }
+  return { outputs, copies };
+}
+
 /**
  * Work out the clean plan for an inventory (or an empty plan without one:
  * the cell then still clears the last traceback, collects and empties the cache).
@@ -122,9 +217,6 @@ export function planClean(
   inventory: IInventory | null,
   options: IPlanOptions = {}
 ): ICleanPlan {
-  const outKeys = new Set<number>();
-  const kept = new Set<string>();
-  const staleModels: IModelInfo[] = [];
   const modelId = options.modelId ?? null;
   const deleteNames =
     modelId === null
@@ -132,70 +224,22 @@ export function planClean(
       : [...new Set(options.deleteNames ?? [])]
           .filter(isPythonIdentifier)
           .sort();
-  let clearTraceback = modelId === null;
-  for (const model of inventory?.models ?? []) {
-    const target = modelId === null || model.id === modelId;
-    const stale =
-      model.stale || (target && modelId !== null && deleteNames.length > 0);
-    if (target && stale) {
-      staleModels.push(model);
-      if (model.holders.some(h => h.kind === 'traceback')) {
-        clearTraceback = true;
-      }
-    }
-    for (const holder of model.holders) {
-      if (holder.kind === 'variable') {
-        if (
-          isPythonIdentifier(holder.name) &&
-          !deleteNames.includes(holder.name)
-        ) {
-          kept.add(holder.name);
-        }
-        continue;
-      }
-      if (holder.kind !== 'output' || !stale || !target) {
-        continue;
-      }
-      const match = OUT_ENTRY.exec(holder.name) ?? NUMBERED.exec(holder.name);
-      if (match) {
-        outKeys.add(Number(match[1]));
-      }
-    }
-  }
-  const outputs: IRootBytes[] = [];
-  const copies = new Set<string>();
-  if (modelId === null) {
-    // Output-cache entries that hold CUDA memory no variable reaches: their
-    // tensors (or containers of tensors) go with the cache entry; a user
-    // variable is never touched.
-    for (const root of inventory?.roots ?? []) {
-      if (root.kind !== 'output' || !dropsCuda(root)) {
-        continue;
-      }
-      const cells = (root.cells ?? []).filter(
-        c => Number.isSafeInteger(c) && c >= 0
-      );
-      const match = OUT_ENTRY.exec(root.name) ?? NUMBERED.exec(root.name);
-      if (cells.length) {
-        cells.forEach(c => outKeys.add(c));
-      } else if (root.cells === undefined && match) {
-        outKeys.add(Number(match[1]));
-      } else if (SLOTS.includes(root.name) || NUMBERED.test(root.name)) {
-        copies.add(root.name); // a hidden copy: no Out entry names it
-      } else {
-        continue;
-      }
-      outputs.push(root);
-    }
-  }
+  const models = planModels(inventory, modelId, deleteNames);
+  const { outputs, copies } =
+    modelId === null
+      ? planOutputs(inventory, models.outKeys)
+      : { outputs: [], copies: new Set<string>() };
   return {
-    outKeys: [...outKeys].sort((a, b) => a - b),
-    staleModels,
-    keptNames: [...kept].sort(),
-    staleBytes: staleModels.reduce((sum, m) => sum + sumBytes(m.bytes), 0),
+    outKeys: [...models.outKeys].sort((a, b) => a - b),
+    staleModels: models.staleModels,
+    keptNames: [...models.kept].sort(),
+    staleBytes: models.staleModels.reduce(
+      (sum, m) => sum + sumBytes(m.bytes),
+      0
+    ),
     modelId,
     deleteNames,
-    clearTraceback,
+    clearTraceback: models.clearTraceback,
     outputs,
     copies: [...copies].sort(copyOrder)
   };

@@ -300,6 +300,141 @@ function emptyTotals(): IDeviceTotals {
 }
 
 /**
+ * The processes NVML lists on one device, one per pid: a pid listed twice
+ * (once as a compute, once as a graphics process) is one process of kind
+ * `both`, its bytes counted once (NVML gives the same figure in both lists).
+ */
+function devicePids(
+  listed: ReadonlyArray<IGpuProcess>
+): IterableIterator<IGpuProcess> {
+  const seen = new Map<number, IGpuProcess>();
+  for (const p of listed) {
+    const before = seen.get(p.pid);
+    seen.set(
+      p.pid,
+      before
+        ? {
+            ...before,
+            kind: mergeKind(before.kind, p.kind),
+            used:
+              before.used === null
+                ? p.used
+                : p.used === null
+                  ? before.used
+                  : Math.max(before.used, p.used),
+            self: before.self || p.self
+          }
+        : p
+    );
+  }
+  return seen.values();
+}
+
+/** What the join knows besides the processes: whether pids are attributed, the server's and the browser's kernels. */
+interface IJoinContext {
+  /** The message's own pid (this kernel). */
+  pid: IGpuProcesses['pid'];
+  attributed: boolean;
+  server: IServerKernelsAnswer | null;
+  /** The browser's other kernels (this one left out). */
+  known: ReadonlyArray<IKnownKernel>;
+  now: number;
+}
+
+/**
+ * What a process is: this kernel (`self`), unattributed (container),
+ * another process, a kernel whose pid only its agent reported (the server
+ * lists no pid for it: remote), or one of the user's kernels.
+ */
+function rowKind(
+  self: boolean,
+  kernel: IKernelInfo | null,
+  ctx: IJoinContext
+): GpuProcessKind {
+  if (self) {
+    return 'this-kernel';
+  }
+  if (!ctx.attributed) {
+    return 'unattributed';
+  }
+  if (kernel === null) {
+    return 'other-process';
+  }
+  return kernel.matchedBy === 'hello' &&
+    !(
+      ctx.server?.kernels.some(k => k.id === kernel.id && k.pid !== null) ??
+      false
+    )
+    ? 'remote-kernel'
+    : 'your-kernel';
+}
+
+/** The row of a pid first seen as `p` (no bytes yet). */
+function newRow(p: IGpuProcess, ctx: IJoinContext): IGpuProcessRow {
+  const self = p.self || (ctx.attributed && p.pid === ctx.pid);
+  const kernel =
+    !self && ctx.attributed
+      ? kernelOfPid(p.pid, ctx.server, ctx.known, ctx.now)
+      : null;
+  return {
+    pid: p.pid,
+    kind: rowKind(self, kernel, ctx),
+    bytes: {},
+    unknown: [],
+    total: 0,
+    processKind: p.kind,
+    name: p.name,
+    cmdline: p.cmdline,
+    user: p.user,
+    kernel
+  };
+}
+
+/** Add `p`, listed on the device `key`, to its row: its kind, details where the row lacks them, its bytes. */
+function addToRow(
+  row: IGpuProcessRow,
+  p: IGpuProcess,
+  key: string,
+  first: boolean
+): void {
+  if (!first) {
+    row.processKind = mergeKind(row.processKind, p.kind);
+    row.name ??= p.name;
+    row.cmdline ??= p.cmdline;
+    row.user ??= p.user;
+  }
+  if (p.used === null) {
+    row.unknown.push(key);
+  } else {
+    row.bytes[key] = (row.bytes[key] ?? 0) + p.used;
+    row.total += p.used;
+  }
+}
+
+/** Count `used` bytes of a process of kind `kind` in a device's totals. */
+function addToTotals(
+  t: IDeviceTotals,
+  kind: GpuProcessKind,
+  used: number
+): void {
+  switch (kind) {
+    case 'other-process':
+      t.otherBytes += used;
+      t.otherCount++;
+      break;
+    case 'your-kernel':
+    case 'remote-kernel':
+      t.kernelBytes += used;
+      t.kernelCount++;
+      break;
+    case 'unattributed':
+      t.unattributedBytes += used;
+      t.unattributedCount++;
+      break;
+  }
+}
+
+/**
  * Join one `gpuProcesses` message with the server's kernels and the kernels
  * the browser knows.
  *
@@ -312,103 +447,30 @@ function emptyTotals(): IDeviceTotals {
  */
 export function joinGpuProcesses(input: IJoinInput): IGpuProcessesJoin {
   const { processes, kernelId, server, now } = input;
-  const known = input.known.filter(k => k.id !== kernelId);
-  const attributed = processes.namespace !== 'container';
+  const ctx: IJoinContext = {
+    pid: processes.pid,
+    attributed: processes.namespace !== 'container',
+    server,
+    known: input.known.filter(k => k.id !== kernelId),
+    now
+  };
   const rows = new Map<number, IGpuProcessRow>();
   const totals: Record<string, IDeviceTotals> = {};
   for (const device of processes.devices) {
     const key = deviceKey(device.index);
     totals[key] ??= emptyTotals();
-    const seen = new Map<number, IGpuProcess>();
-    for (const p of device.processes) {
-      const before = seen.get(p.pid);
-      seen.set(
-        p.pid,
-        before
-          ? {
-              ...before,
-              kind: mergeKind(before.kind, p.kind),
-              used:
-                before.used === null
-                  ? p.used
-                  : p.used === null
-                    ? before.used
-                    : Math.max(before.used, p.used),
-              self: before.self || p.self
-            }
-          : p
-      );
-    }
-    for (const p of seen.values()) {
-      let row = rows.get(p.pid);
-      if (!row) {
-        const self = p.self || (attributed && p.pid === processes.pid);
-        const kernel = self
-          ? null
-          : attributed
-            ? kernelOfPid(p.pid, server, known, now)
-            : null;
-        row = {
-          pid: p.pid,
-          kind: self
-            ? 'this-kernel'
-            : !attributed
-              ? 'unattributed'
-              : kernel === null
-                ? 'other-process'
-                : kernel.matchedBy === 'hello' &&
-                    !(
-                      server?.kernels.some(
-                        k => k.id === kernel.id && k.pid !== null
-                      ) ?? false
-                    )
-                  ? 'remote-kernel'
-                  : 'your-kernel',
-          bytes: {},
-          unknown: [],
-          total: 0,
-          processKind: p.kind,
-          name: p.name,
-          cmdline: p.cmdline,
-          user: p.user,
-          kernel
-        };
-        rows.set(p.pid, row);
-      } else {
-        row.processKind = mergeKind(row.processKind, p.kind);
-        row.name ??= p.name;
-        row.cmdline ??= p.cmdline;
-        row.user ??= p.user;
-      }
-      if (p.used === null) {
-        row.unknown.push(key);
-      } else {
-        row.bytes[key] = (row.bytes[key] ?? 0) + p.used;
-        row.total += p.used;
-      }
-      const t = totals[key];
-      const used = p.used ?? 0;
-      switch (row.kind) {
-        case 'other-process':
-          t.otherBytes += used;
-          t.otherCount++;
-          break;
-        case 'your-kernel':
-        case 'remote-kernel':
-          t.kernelBytes += used;
-          t.kernelCount++;
-          break;
-        case 'unattributed':
-          t.unattributedBytes += used;
-          t.unattributedCount++;
-          break;
-      }
+    for (const p of devicePids(device.processes)) {
+      const known = rows.get(p.pid);
+      const row = known ?? newRow(p, ctx);
+      rows.set(p.pid, row);
+      addToRow(row, p, key, !known);
+      addToTotals(totals[key], row.kind, p.used ?? 0);
     }
   }
   return {
     t: processes.t,
     namespace: processes.namespace,
-    attributed,
+    attributed: ctx.attributed,
     server: server !== null,
     rows: [...rows.values()].sort(
       (a, b) =>

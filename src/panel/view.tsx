@@ -100,76 +100,78 @@ function statusMessage(
   }
 }
 
-/**
- * The panel for one kernel. Pure: renders its props.
- */
-export function PanelContent(props: IPanelContentProps): JSX.Element {
+/** The panel's heading: the notebook, and the device (a choice where there are several). */
+function PanelHeader(props: {
+  data: IPanelData;
+  notebook: string | null;
+  onDevice: (index: number) => void;
+  trans: TranslationBundle;
+}): JSX.Element {
   const { data, trans } = props;
-  const status = statusMessage(data, trans);
-  // No sample yet: the kernel is starting, restarting, or just answered.
-  const waiting = data.rows.length === 0;
-  if (
-    status &&
-    (waiting || (data.status !== 'starting' && data.status !== 'restarting'))
-  ) {
-    return <EmptyState kind={data.status}>{status}</EmptyState>;
-  }
   const deviceName = data.devices.find(d => d.index === data.device)?.name;
   return (
-    <div className="jp-GpuHygiene-panelContent" data-status={data.status}>
-      <div className="jp-GpuHygiene-panelHeader">
-        <span
-          className="jp-GpuHygiene-panelKernel"
-          title={props.notebook ?? ''}
-        >
-          {props.notebook ?? trans.__('Current kernel')}
+    <div className="jp-GpuHygiene-panelHeader">
+      <span className="jp-GpuHygiene-panelKernel" title={props.notebook ?? ''}>
+        {props.notebook ?? trans.__('Current kernel')}
+      </span>
+      {data.devices.length > 1 ? (
+        <HTMLSelect
+          className="jp-GpuHygiene-deviceSelect"
+          aria-label={trans.__('GPU')}
+          value={data.device}
+          onChange={event => props.onDevice(Number(event.target.value))}
+          options={data.devices.map(d => ({
+            value: d.index,
+            label: trans.__('cuda:%1 %2', d.index, d.name)
+          }))}
+        />
+      ) : data.gpu && deviceName ? (
+        <span className="jp-GpuHygiene-deviceName">
+          {trans.__('cuda:%1 %2', data.device, deviceName)}
         </span>
-        {data.devices.length > 1 ? (
-          <HTMLSelect
-            className="jp-GpuHygiene-deviceSelect"
-            aria-label={trans.__('GPU')}
-            value={data.device}
-            onChange={event => props.onDevice(Number(event.target.value))}
-            options={data.devices.map(d => ({
-              value: d.index,
-              label: trans.__('cuda:%1 %2', d.index, d.name)
-            }))}
-          />
-        ) : data.gpu && deviceName ? (
-          <span className="jp-GpuHygiene-deviceName">
-            {trans.__('cuda:%1 %2', data.device, deviceName)}
-          </span>
-        ) : null}
-      </div>
-      {status && <EmptyState kind={data.status}>{status}</EmptyState>}
-      {data.findings.length > 0 && (
-        <>
-          <h3 className="jp-GpuHygiene-heading">{trans.__('Findings')}</h3>
-          <FindingsTable
-            findings={data.findings}
-            onFix={props.onFix ?? (() => undefined)}
-            captionOf={props.fixCaption}
-            trans={trans}
-          />
-        </>
+      ) : null}
+    </div>
+  );
+}
+
+/** Why there is no chart: the kernel has no CUDA device NVML sees. */
+function NoGpuState(props: {
+  reason: string | null;
+  trans: TranslationBundle;
+}): JSX.Element {
+  const { trans } = props;
+  return (
+    <EmptyState kind="no-gpu">
+      <strong>{trans.__('No GPU in this kernel.')}</strong>{' '}
+      {trans.__(
+        'The chart, per-cell allocation and leak trend need a CUDA device visible to the kernel, and nvidia-ml-py in its environment for device-wide figures (pip install nvidia-ml-py). Live models and what holds them are listed below.'
       )}
+      <div className="jp-GpuHygiene-note">
+        {props.reason
+          ? trans.__('NVML: %1', props.reason)
+          : trans.__('NVML sees no CUDA device for this kernel.')}
+      </div>
+    </EmptyState>
+  );
+}
+
+/** "VRAM over time": the chart and its zoom, or why there is none yet. */
+function ChartSection(
+  props: Pick<
+    IPanelContentProps,
+    'data' | 'scale' | 'onScale' | 'chartSize' | 'trans'
+  > & { waiting: boolean }
+): JSX.Element {
+  const { data, trans } = props;
+  return (
+    <>
       <h3 className="jp-GpuHygiene-heading">{trans.__('VRAM over time')}</h3>
-      {waiting ? (
+      {props.waiting ? (
         <EmptyState kind="waiting">
           {trans.__('Waiting for the first sample from the kernel…')}
         </EmptyState>
       ) : !data.gpu ? (
-        <EmptyState kind="no-gpu">
-          <strong>{trans.__('No GPU in this kernel.')}</strong>{' '}
-          {trans.__(
-            'The chart, per-cell allocation and leak trend need a CUDA device visible to the kernel, and nvidia-ml-py in its environment for device-wide figures (pip install nvidia-ml-py). Live models and what holds them are listed below.'
-          )}
-          <div className="jp-GpuHygiene-note">
-            {data.noGpuReason
-              ? trans.__('NVML: %1', data.noGpuReason)
-              : trans.__('NVML sees no CUDA device for this kernel.')}
-          </div>
-        </EmptyState>
+        <NoGpuState reason={data.noGpuReason} trans={trans} />
       ) : (
         <>
           <div className="jp-GpuHygiene-chartTools">
@@ -194,13 +196,20 @@ export function PanelContent(props: IPanelContentProps): JSX.Element {
           />
         </>
       )}
-      <TrendSummary
-        trend={data.trend}
-        gpu={data.gpu || waiting}
-        cells={data.cells.length}
-        minPoints={props.settings.leakMinPoints}
-        trans={trans}
-      />
+    </>
+  );
+}
+
+/** "Who holds VRAM": the roots, the models' holders, the largest tensors and the graph holders. */
+function HoldersSection(
+  props: Pick<
+    IPanelContentProps,
+    'data' | 'sort' | 'onSort' | 'onFree' | 'onDelete' | 'onFixGraph' | 'trans'
+  >
+): JSX.Element {
+  const { data, trans } = props;
+  return (
+    <>
       <h3 className="jp-GpuHygiene-heading">{trans.__('Who holds VRAM')}</h3>
       {data.roots && <RootsTable summary={data.roots} trans={trans} />}
       <HoldersTable
@@ -232,6 +241,53 @@ export function PanelContent(props: IPanelContentProps): JSX.Element {
           />
         </>
       )}
+    </>
+  );
+}
+
+/**
+ * The panel for one kernel. Pure: renders its props.
+ */
+export function PanelContent(props: IPanelContentProps): JSX.Element {
+  const { data, trans } = props;
+  const status = statusMessage(data, trans);
+  // No sample yet: the kernel is starting, restarting, or just answered.
+  const waiting = data.rows.length === 0;
+  if (
+    status &&
+    (waiting || (data.status !== 'starting' && data.status !== 'restarting'))
+  ) {
+    return <EmptyState kind={data.status}>{status}</EmptyState>;
+  }
+  return (
+    <div className="jp-GpuHygiene-panelContent" data-status={data.status}>
+      <PanelHeader
+        data={data}
+        notebook={props.notebook}
+        onDevice={props.onDevice}
+        trans={trans}
+      />
+      {status && <EmptyState kind={data.status}>{status}</EmptyState>}
+      {data.findings.length > 0 && (
+        <>
+          <h3 className="jp-GpuHygiene-heading">{trans.__('Findings')}</h3>
+          <FindingsTable
+            findings={data.findings}
+            onFix={props.onFix ?? (() => undefined)}
+            captionOf={props.fixCaption}
+            trans={trans}
+          />
+        </>
+      )}
+      <ChartSection {...props} waiting={waiting} />
+      <TrendSummary
+        trend={data.trend}
+        gpu={data.gpu || waiting}
+        cells={data.cells.length}
+        minPoints={props.settings.leakMinPoints}
+        trans={trans}
+      />
+      <HoldersSection {...props} />
       {props.onThisGpu && (data.gpu || props.onThisGpu.join) && (
         <>
           <h3 className="jp-GpuHygiene-heading">{trans.__('On this GPU')}</h3>
@@ -253,6 +309,61 @@ export function PanelContent(props: IPanelContentProps): JSX.Element {
   );
 }
 
+/** The panel's actions on the kernel `kernelId`: each runs (or captions) its command. */
+function kernelActions(
+  commands: CommandRegistry,
+  kernelId: string
+): Pick<
+  IPanelContentProps,
+  'onFree' | 'onDelete' | 'onFixGraph' | 'fixCaption' | 'onFix'
+> {
+  return {
+    onFree: modelId =>
+      void commands.execute(CommandIDs.freeModel, { kernelId, modelId }),
+    onDelete: modelId =>
+      void commands.execute(CommandIDs.deleteModel, { kernelId, modelId }),
+    onFixGraph: name =>
+      void commands.execute(CommandIDs.fixGraphHolder, { kernelId, name }),
+    fixCaption: finding => {
+      const command = fixCommand(finding.fix, kernelId);
+      return command ? commands.caption(command.id, command.args) : '';
+    },
+    onFix: finding => {
+      const command = fixCommand(finding.fix, kernelId);
+      if (command) {
+        void commands.execute(command.id, command.args);
+      }
+    }
+  };
+}
+
+/** The "On this GPU" section's props for `model`: the join, the server's state, and its commands. */
+function onThisGpuProps(
+  model: GpuKernelModel,
+  monitor: IGpuMonitor,
+  commands: CommandRegistry,
+  sort: IGpuProcessSort,
+  onSort: (sort: IGpuProcessSort) => void
+): NonNullable<IPanelContentProps['onThisGpu']> {
+  return {
+    join: gpuProcessesOf(model, monitor),
+    server: monitor.serverKernels.state,
+    sort,
+    onSort,
+    onOpen: path => {
+      if (commands.hasCommand(OPEN_DOCUMENT)) {
+        void commands.execute(OPEN_DOCUMENT, { path });
+      }
+    },
+    onShutDown: id =>
+      void commands.execute(CommandIDs.shutdownKernel, { kernelId: id }),
+    shutdownCaption: id =>
+      commands.hasCommand(CommandIDs.shutdownKernel)
+        ? commands.caption(CommandIDs.shutdownKernel, { kernelId: id })
+        : ''
+  };
+}
+
 /** The panel for one kernel model: keeps the view state, re-renders on change. */
 function KernelView(props: {
   model: GpuKernelModel;
@@ -267,7 +378,6 @@ function KernelView(props: {
   const [processSort, setProcessSort] = useState<IGpuProcessSort>(
     DEFAULT_GPU_PROCESS_SORT
   );
-  const kernelId = model.kernelId;
   return (
     <UseSignal signal={monitor.settingsChanged} initialArgs={monitor.settings}>
       {(_, settings) => (
@@ -289,57 +399,14 @@ function KernelView(props: {
                   onDevice={setDevice}
                   onScale={setScale}
                   onSort={setSort}
-                  onFree={modelId =>
-                    void commands.execute(CommandIDs.freeModel, {
-                      kernelId,
-                      modelId
-                    })
-                  }
-                  onDelete={modelId =>
-                    void commands.execute(CommandIDs.deleteModel, {
-                      kernelId,
-                      modelId
-                    })
-                  }
-                  onFixGraph={name =>
-                    void commands.execute(CommandIDs.fixGraphHolder, {
-                      kernelId,
-                      name
-                    })
-                  }
-                  fixCaption={finding => {
-                    const command = fixCommand(finding.fix, kernelId);
-                    return command
-                      ? commands.caption(command.id, command.args)
-                      : '';
-                  }}
-                  onFix={finding => {
-                    const command = fixCommand(finding.fix, kernelId);
-                    if (command) {
-                      void commands.execute(command.id, command.args);
-                    }
-                  }}
-                  onThisGpu={{
-                    join: gpuProcessesOf(model, monitor),
-                    server: monitor.serverKernels.state,
-                    sort: processSort,
-                    onSort: setProcessSort,
-                    onOpen: path => {
-                      if (commands.hasCommand(OPEN_DOCUMENT)) {
-                        void commands.execute(OPEN_DOCUMENT, { path });
-                      }
-                    },
-                    onShutDown: id =>
-                      void commands.execute(CommandIDs.shutdownKernel, {
-                        kernelId: id
-                      }),
-                    shutdownCaption: id =>
-                      commands.hasCommand(CommandIDs.shutdownKernel)
-                        ? commands.caption(CommandIDs.shutdownKernel, {
-                            kernelId: id
-                          })
-                        : ''
-                  }}
+                  {...kernelActions(commands, model.kernelId)}
+                  onThisGpu={onThisGpuProps(
+                    model,
+                    monitor,
+                    commands,
+                    processSort,
+                    setProcessSort
+                  )}
                   trans={trans}
                 />
               )}

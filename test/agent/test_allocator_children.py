@@ -1,7 +1,7 @@
-"""In-process tests of the allocator and children facts (``allocator.py``, ``children.py``):
-torch's caching allocator through a fake ``torch`` module with ``memory_stats`` (this machine
-has no CUDA), and the kernel's child processes with real CPU DataLoader workers, through
-``/proc``, through psutil, and with neither."""
+"""In-process tests of the allocator and children facts (``allocator.py``, ``children.py``,
+``workers.py``): torch's caching allocator through a fake ``torch`` module with
+``memory_stats`` (this machine has no CUDA), and the kernel's child processes with real CPU
+DataLoader workers, through ``/proc``, through psutil, and with neither."""
 
 import os
 import sys
@@ -239,7 +239,7 @@ def test_nvml_pids_are_trusted_only_when_nvml_lists_the_kernel(agent):
 
 def test_holders_cost_nothing_before_torch_dataloader_is_imported(agent, monkeypatch):
     monkeypatch.delitem(sys.modules, "torch.utils.data.dataloader", raising=False)
-    assert agent.children.worker_holders([("variable", [("x", object())])]) == []
+    assert agent.workers.worker_holders([("variable", [("x", object())])]) == []
 
 
 def test_a_fake_proc_tree_is_followed_and_zombies_left_out(agent, tmp_path):

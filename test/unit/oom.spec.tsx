@@ -3,14 +3,12 @@ import { nullTranslator } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
 import { render } from '@testing-library/react';
 import React from 'react';
+import { describeOom, isFragmented, oomHolders } from '../../src/analysis/oom';
 import {
-  describeOom,
-  isFragmented,
   oomAdvice,
-  oomHolders,
   parseVersion,
   versionAtLeast
-} from '../../src/analysis/oom';
+} from '../../src/analysis/oomadvice';
 import { GpuKernelModel } from '../../src/model';
 import { GpuNotifier } from '../../src/notifications';
 import { OomDetails } from '../../src/oomdetails';

@@ -52,6 +52,7 @@ MODULES = (
     "devices",
     "gpuprocs",
     "allocator",
+    "workers",
     "children",
     "fingerprint",
     "graphs",

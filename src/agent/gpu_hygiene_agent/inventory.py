@@ -8,7 +8,7 @@ import sys
 import time
 from typing import NamedTuple
 
-from . import allocator, census, children, fingerprint, lasterror, models, roots, walk
+from . import allocator, census, children, fingerprint, lasterror, models, roots, walk, workers
 from .limits import PROTOCOL
 from .storage import storage_of
 from .util import cuda_initialized, torch_module
@@ -139,7 +139,7 @@ class Inventory:
         shell = self.shell
 
         def pairs():  # only when some child is alive, or none can be listed (children_fact)
-            if children.DATALOADER_MODULE not in sys.modules:
+            if workers.DATALOADER_MODULE not in sys.modules:
                 return []
             named = roots.variable_roots(shell) if variables is None else variables
             return [("variable", named), ("output", roots.output_roots(shell))]

@@ -20,6 +20,7 @@
  * (`Out[N]`, `_N`), the slots `_`, `__`, `___` are "a recent cell", and the
  * bytes are the first-come `bytes`.
  */
+import type { TranslationBundle } from '@jupyterlab/translation';
 import type { IRootBytes } from '../../protocol';
 import { formatBytes, sumBytes } from '../format';
 import { maxCudaBytes } from './models';
@@ -85,87 +86,117 @@ function groups(roots: ReadonlyArray<IRootBytes>): IGroup[] {
   );
 }
 
+/** What a group's finding tells, from its roots. */
+interface IOutputFacts {
+  /** The cells, `[7], [9]`; empty for a hidden copy. */
+  cells: number[];
+  /** The roots' names, `Out[7], _7`. */
+  subject: string;
+  /** Tensors first attributed here (0: another name counted them first). */
+  tensors: number;
+  /** An older agent's `_`, `__`, `___` (no `cells`): "a recent cell". */
+  legacySlots: boolean;
+  /** Some of it is CUDA memory. */
+  onGpu: boolean;
+  /** What dropping the entries frees, and what they share with `sharedWith`, bytes per device. */
+  bytes: PerDevice;
+  shared: PerDevice;
+  sharedWith: string[];
+}
+
+/** The explanation of an output group's finding. */
+function explainOutput(f: IOutputFacts): (trans: TranslationBundle) => string {
+  return trans => {
+    const cells = f.cells.map(c => `[${c}]`).join(', ');
+    const what = f.cells.length
+      ? trans._n(
+          'The displayed output of cell %2 (%3)',
+          'The displayed output of cells %2 (%3)',
+          f.cells.length,
+          cells,
+          f.subject
+        )
+      : f.legacySlots
+        ? trans.__('The displayed output of a recent cell (%1)', f.subject)
+        : trans.__('A hidden copy in the output cache (%1)', f.subject);
+    // `tensors` counts what was first attributed here; a copy whose
+    // tensors another name counted first says no number
+    const size = formatBytes(sumBytes(f.bytes));
+    const text = !f.onGpu
+      ? trans.__(
+          '%1 keeps tensors alive in RAM, %2, that no variable names. Clean GPU leaves output-cache entries that hold no VRAM.',
+          what,
+          size
+        )
+      : f.tensors
+        ? trans._n(
+            '%2 keeps %1 tensor alive, %3, that no variable names. Clean GPU drops it from the output cache.',
+            '%2 keeps %1 tensors alive, %3, that no variable names. Clean GPU drops them from the output cache.',
+            f.tensors,
+            what,
+            size
+          )
+        : trans.__(
+            '%1 keeps tensors alive, %2, that no variable names. Clean GPU drops them from the output cache.',
+            what,
+            size
+          );
+    return sumBytes(f.shared) > 0
+      ? `${text} ${trans.__(
+          '%1 more is shared with %2 and stays.',
+          formatBytes(sumBytes(f.shared)),
+          f.sharedWith.join(', ') || trans.__('another holder')
+        )}`
+      : text;
+  };
+}
+
+/** The finding of one group; null when a variable (or another cell) keeps it all: nothing to free here. */
+function outputFinding(group: IGroup): IFinding | null {
+  const facts = group.roots[0].sole !== undefined;
+  const bytes = facts
+    ? maxPerDevice(group.roots.map(r => r.sole ?? {}))
+    : maxPerDevice(group.roots.map(r => r.bytes));
+  if (sumBytes(bytes) <= 0) {
+    return null;
+  }
+  const names = group.roots.map(r => r.name);
+  const f: IOutputFacts = {
+    cells: group.cells,
+    subject: names.join(', '),
+    tensors: Math.max(...group.roots.map(r => r.tensors)),
+    legacySlots: !facts && !group.cells.length,
+    onGpu: maxCudaBytes(bytes) > 0,
+    bytes,
+    shared: maxPerDevice(group.roots.map(r => r.shared ?? {})),
+    sharedWith: [...new Set(group.roots.flatMap(r => r.sharedWith ?? []))]
+  };
+  return {
+    kind: 'output-tensors',
+    id: group.cells.length
+      ? `output-tensors:${group.cells.join(',')}`
+      : f.legacySlots
+        ? 'output-tensors:_'
+        : `output-tensors:copy:${names[0]}`,
+    severity: f.onGpu ? 'warning' : 'info',
+    subject: f.subject,
+    bytes,
+    ...(sumBytes(f.shared) > 0
+      ? { sharedBytes: f.shared, sharedWith: f.sharedWith }
+      : {}),
+    explain: explainOutput(f),
+    evidence: names,
+    fix: f.onGpu ? { kind: 'clean', plan: {} } : { kind: 'none' }
+  };
+}
+
 /** The output-tensors rule. */
 export const outputTensorsRule: FindingRule = ({ inventory }) => {
   const roots = (inventory?.roots ?? []).filter(
     r => r.kind === 'output' && r.models === 0
   );
-  const found: IFinding[] = [];
-  for (const group of groups(roots)) {
-    const facts = group.roots[0].sole !== undefined;
-    const bytes = facts
-      ? maxPerDevice(group.roots.map(r => r.sole ?? {}))
-      : maxPerDevice(group.roots.map(r => r.bytes));
-    if (sumBytes(bytes) <= 0) {
-      continue; // a variable (or another cell) keeps it all: nothing to free here
-    }
-    const shared = maxPerDevice(group.roots.map(r => r.shared ?? {}));
-    const sharedWith = [
-      ...new Set(group.roots.flatMap(r => r.sharedWith ?? []))
-    ];
-    const names = group.roots.map(r => r.name);
-    const subject = names.join(', ');
-    const tensors = Math.max(...group.roots.map(r => r.tensors));
-    const cells = group.cells.map(c => `[${c}]`).join(', ');
-    const legacySlots = !facts && !group.cells.length;
-    const id = group.cells.length
-      ? `output-tensors:${group.cells.join(',')}`
-      : legacySlots
-        ? 'output-tensors:_'
-        : `output-tensors:copy:${names[0]}`;
-    const onGpu = maxCudaBytes(bytes) > 0;
-    found.push({
-      kind: 'output-tensors',
-      id,
-      severity: onGpu ? 'warning' : 'info',
-      subject,
-      bytes,
-      ...(sumBytes(shared) > 0 ? { sharedBytes: shared, sharedWith } : {}),
-      explain: trans => {
-        const what = group.cells.length
-          ? trans._n(
-              'The displayed output of cell %2 (%3)',
-              'The displayed output of cells %2 (%3)',
-              group.cells.length,
-              cells,
-              subject
-            )
-          : legacySlots
-            ? trans.__('The displayed output of a recent cell (%1)', subject)
-            : trans.__('A hidden copy in the output cache (%1)', subject);
-        // `tensors` counts what was first attributed here; a copy whose
-        // tensors another name counted first says no number
-        const size = formatBytes(sumBytes(bytes));
-        const text = !onGpu
-          ? trans.__(
-              '%1 keeps tensors alive in RAM, %2, that no variable names. Clean GPU leaves output-cache entries that hold no VRAM.',
-              what,
-              size
-            )
-          : tensors
-            ? trans._n(
-                '%2 keeps %1 tensor alive, %3, that no variable names. Clean GPU drops it from the output cache.',
-                '%2 keeps %1 tensors alive, %3, that no variable names. Clean GPU drops them from the output cache.',
-                tensors,
-                what,
-                size
-              )
-            : trans.__(
-                '%1 keeps tensors alive, %2, that no variable names. Clean GPU drops them from the output cache.',
-                what,
-                size
-              );
-        return sumBytes(shared) > 0
-          ? `${text} ${trans.__(
-              '%1 more is shared with %2 and stays.',
-              formatBytes(sumBytes(shared)),
-              sharedWith.join(', ') || trans.__('another holder')
-            )}`
-          : text;
-      },
-      evidence: names,
-      fix: onGpu ? { kind: 'clean', plan: {} } : { kind: 'none' }
-    });
-  }
-  return found;
+  return groups(roots).flatMap(group => {
+    const finding = outputFinding(group);
+    return finding ? [finding] : [];
+  });
 };

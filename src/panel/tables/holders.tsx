@@ -14,16 +14,8 @@ import { EmptyState, SortHeader } from './common';
 /** Holder paths shown in a row's first cell before `+n`. */
 const MAX_PATHS = 4;
 
-/**
- * Who holds VRAM: one `tr[data-model-id][data-state]` per live model, in the
- * order of `rows`, with a Free action on a stale model and Delete… on a named
- * one whose names can be deleted, each followed by its parts'
- * `tr.jp-GpuHygiene-partRow`; an {@link EmptyState} of kind `"no-models"`
- * when there is none. A model's size is its bytes on all devices
- * (parameters, buffers and gradients, shared storages once); a part's, what
- * it adds to the model and the parts before it.
- */
-export function HoldersTable(props: {
+/** Props of {@link HoldersTable}. */
+export interface IHoldersTableProps {
   /** The rows, already sorted, as `holderRows` returns them. */
   rows: ReadonlyArray<IHolderRow>;
   /** The current sort, for the headers. */
@@ -38,7 +30,18 @@ export function HoldersTable(props: {
   truncated: boolean;
   /** Translations. */
   trans: TranslationBundle;
-}): JSX.Element {
+}
+
+/**
+ * Who holds VRAM: one `tr[data-model-id][data-state]` per live model, in the
+ * order of `rows`, with a Free action on a stale model and Delete… on a named
+ * one whose names can be deleted, each followed by its parts'
+ * `tr.jp-GpuHygiene-partRow`; an {@link EmptyState} of kind `"no-models"`
+ * when there is none. A model's size is its bytes on all devices
+ * (parameters, buffers and gradients, shared storages once); a part's, what
+ * it adds to the model and the parts before it.
+ */
+export function HoldersTable(props: IHoldersTableProps): JSX.Element {
   const { rows, sort, onSort, trans } = props;
   if (!rows.length) {
     return (
@@ -71,75 +74,12 @@ export function HoldersTable(props: {
         <tbody>
           {rows.map(row => (
             <React.Fragment key={`${row.model.id}:${row.model.order}`}>
-              <tr data-model-id={row.model.id} data-state={row.state}>
-                <td className="jp-GpuHygiene-path" title={row.paths.join('\n')}>
-                  {row.paths.length
-                    ? listNames(row.paths, MAX_PATHS)
-                    : trans.__('nothing named')}
-                </td>
-                <td title={`${row.model.module}.${row.model.className}`}>
-                  {row.model.label.startsWith(row.kind) ? null : (
-                    <span className="jp-GpuHygiene-kind">{row.kind} </span>
-                  )}
-                  {row.model.label}
-                </td>
-                <td
-                  className="jp-GpuHygiene-nowrap"
-                  title={
-                    row.parts.length
-                      ? trans.__(
-                          '%1; its parts below add %2',
-                          formatPlacement(row.model.bytes),
-                          formatBytes(row.partBytes)
-                        )
-                      : formatPlacement(row.model.bytes)
-                  }
-                >
-                  {formatBytes(row.bytes)}
-                </td>
-                <td>
-                  <div className="jp-GpuHygiene-state">
-                    <span
-                      className={`jp-GpuHygiene-badge jp-GpuHygiene-badge-${row.state}`}
-                      title={
-                        row.state === 'stale'
-                          ? trans.__(
-                              'No variable of yours reaches it: only the output cache, the last traceback or a reference cycle keeps it alive.'
-                            )
-                          : trans.__('A variable of yours still names it.')
-                      }
-                    >
-                      {row.state === 'stale'
-                        ? trans.__('stale')
-                        : trans.__('named')}
-                    </span>
-                    {row.state === 'stale' ? (
-                      <button
-                        className="jp-GpuHygiene-action jp-GpuHygiene-action-free"
-                        data-action="free"
-                        title={trans.__(
-                          'Insert a cell below the active cell that drops only what keeps this model alive'
-                        )}
-                        onClick={() => props.onFree(row.model.id)}
-                      >
-                        {trans.__('Free')}
-                      </button>
-                    ) : row.deletable.length ? (
-                      <button
-                        className="jp-GpuHygiene-action jp-GpuHygiene-action-delete"
-                        data-action="delete"
-                        title={trans.__(
-                          'Ask, then insert a cell that runs del %1 and frees the model',
-                          row.deletable.join(', ')
-                        )}
-                        onClick={() => props.onDelete(row.model.id)}
-                      >
-                        {trans.__('Delete…')}
-                      </button>
-                    ) : null}
-                  </div>
-                </td>
-              </tr>
+              <ModelRow
+                row={row}
+                onFree={props.onFree}
+                onDelete={props.onDelete}
+                trans={trans}
+              />
               {row.parts.map((part, i) => (
                 <PartRow
                   key={`${part.path}:${i}`}
@@ -160,6 +100,98 @@ export function HoldersTable(props: {
         </div>
       )}
     </>
+  );
+}
+
+/** A model's row: its holders, kind and label, size, and the State cell. */
+function ModelRow(
+  props: { row: IHolderRow } & Pick<
+    IHoldersTableProps,
+    'onFree' | 'onDelete' | 'trans'
+  >
+): JSX.Element {
+  const { row, trans } = props;
+  return (
+    <tr data-model-id={row.model.id} data-state={row.state}>
+      <td className="jp-GpuHygiene-path" title={row.paths.join('\n')}>
+        {row.paths.length
+          ? listNames(row.paths, MAX_PATHS)
+          : trans.__('nothing named')}
+      </td>
+      <td title={`${row.model.module}.${row.model.className}`}>
+        {row.model.label.startsWith(row.kind) ? null : (
+          <span className="jp-GpuHygiene-kind">{row.kind} </span>
+        )}
+        {row.model.label}
+      </td>
+      <td
+        className="jp-GpuHygiene-nowrap"
+        title={
+          row.parts.length
+            ? trans.__(
+                '%1; its parts below add %2',
+                formatPlacement(row.model.bytes),
+                formatBytes(row.partBytes)
+              )
+            : formatPlacement(row.model.bytes)
+        }
+      >
+        {formatBytes(row.bytes)}
+      </td>
+      <td>
+        <StateCell {...props} />
+      </td>
+    </tr>
+  );
+}
+
+/** A model's state badge (stale or named) and its action: Free on a stale model, Delete… where names can be deleted. */
+function StateCell(
+  props: { row: IHolderRow } & Pick<
+    IHoldersTableProps,
+    'onFree' | 'onDelete' | 'trans'
+  >
+): JSX.Element {
+  const { row, trans } = props;
+  return (
+    <div className="jp-GpuHygiene-state">
+      <span
+        className={`jp-GpuHygiene-badge jp-GpuHygiene-badge-${row.state}`}
+        title={
+          row.state === 'stale'
+            ? trans.__(
+                'No variable of yours reaches it: only the output cache, the last traceback or a reference cycle keeps it alive.'
+              )
+            : trans.__('A variable of yours still names it.')
+        }
+      >
+        {row.state === 'stale' ? trans.__('stale') : trans.__('named')}
+      </span>
+      {row.state === 'stale' ? (
+        <button
+          className="jp-GpuHygiene-action jp-GpuHygiene-action-free"
+          data-action="free"
+          title={trans.__(
+            'Insert a cell below the active cell that drops only what keeps this model alive'
+          )}
+          onClick={() => props.onFree(row.model.id)}
+        >
+          {trans.__('Free')}
+        </button>
+      ) : row.deletable.length ? (
+        <button
+          className="jp-GpuHygiene-action jp-GpuHygiene-action-delete"
+          data-action="delete"
+          title={trans.__(
+            'Ask, then insert a cell that runs del %1 and frees the model',
+            row.deletable.join(', ')
+          )}
+          onClick={() => props.onDelete(row.model.id)}
+        >
+          {trans.__('Delete…')}
+        </button>
+      ) : null}
+    </div>
   );
 }
 

@@ -1,8 +1,8 @@
 import {
   describeHoldings,
-  finishedTrainerOwner,
-  ownerObjectRule
-} from '../../../src/analysis/findings/owner-object';
+  finishedTrainerOwner
+} from '../../../src/analysis/findings/model-parts';
+import { ownerObjectRule } from '../../../src/analysis/findings/owner-object';
 import { c08Inventory, held, yolo } from '../fixtures';
 import { facts, inventoryOf, MiB, trans } from './helpers';
 

@@ -1,0 +1,225 @@
+/**
+ * The gauge tooltip's lines for the devices: per device, NVML's figures,
+ * this kernel's bands (in use by tensors, cached by PyTorch, CUDA context
+ * and libraries) and what the user's other kernels and other processes
+ * hold there. Pure functions of a kernel model (`state.ts` assembles the
+ * tooltip).
+ */
+import type { TranslationBundle } from '@jupyterlab/translation';
+import { IMemoryBands, memoryBands } from '../analysis/bands';
+import { formatBytes } from '../analysis/format';
+import {
+  deviceKey,
+  IDeviceTotals,
+  IGpuProcessesJoin
+} from '../analysis/gpuprocesses';
+import type { GpuKernelModel } from '../model';
+import type { IDeviceSample, IModelInfo } from '../protocol';
+
+/** Bands of the kernel's memory below which the "not a leak" note is not worth a line. */
+const NOTE_MIN_BYTES = 64 * 2 ** 20;
+
+/**
+ * The tooltip lines about the rest of a device (NVML's process list joined
+ * with this server's kernels): "Your other kernels: 8.0 GiB" and "Other
+ * processes: 3.0 GiB (2)"; in a container, where no pid can be joined, one
+ * line for all processes. None when there is nothing else on the device.
+ *
+ * @param server - whether the server's kernel list was available (without
+ *   it, the user's kernels cannot be told from other processes).
+ */
+export function otherProcessLines(
+  totals: IDeviceTotals | undefined,
+  server: boolean,
+  trans: TranslationBundle
+): string[] {
+  if (!totals) {
+    return [];
+  }
+  const lines: string[] = [];
+  if (totals.unattributedCount > 0) {
+    lines.push(
+      trans.__(
+        'Processes on this GPU: %1 (%2), attribution unavailable in this container',
+        formatBytes(totals.unattributedBytes),
+        totals.unattributedCount
+      )
+    );
+  }
+  if (totals.kernelCount > 0) {
+    lines.push(
+      trans.__('Your other kernels: %1', formatBytes(totals.kernelBytes))
+    );
+  }
+  if (totals.otherCount > 0) {
+    lines.push(
+      server
+        ? trans.__(
+            'Other processes: %1 (%2)',
+            formatBytes(totals.otherBytes),
+            totals.otherCount
+          )
+        : trans.__(
+            'Other processes: %1 (%2); which are kernels of this server: unknown',
+            formatBytes(totals.otherBytes),
+            totals.otherCount
+          )
+    );
+  }
+  return lines;
+}
+
+/**
+ * The heading of a device: its NVML name and CUDA index, and nvidia-smi's
+ * number when CUDA_VISIBLE_DEVICES makes them differ.
+ */
+function deviceHeading(
+  model: GpuKernelModel,
+  index: number,
+  trans: TranslationBundle
+): string {
+  const info = model.hello?.devices.find(d => d.index === index);
+  const name = info?.name ?? `GPU ${index}`;
+  return info && info.nvmlIndex !== index
+    ? trans.__('%1 (cuda:%2, nvidia-smi GPU %3)', name, index, info.nvmlIndex)
+    : trans.__('%1 (cuda:%2)', name, index);
+}
+
+/** The tooltip line of this kernel's process: NVML's figure, or why there is none. */
+function processLine(device: IDeviceSample, trans: TranslationBundle): string {
+  if (device.processHidden) {
+    return trans.__(
+      'This kernel: NVML does not see this kernel’s process (container pid namespace); the figures below come from torch’s counters'
+    );
+  }
+  if (device.process === null) {
+    return trans.__(
+      'This kernel: not listed by NVML (no CUDA context yet, or the kernel’s container hides its pid)'
+    );
+  }
+  return trans.__(
+    'This kernel: %1 (NVML, includes the CUDA context)',
+    formatBytes(device.process)
+  );
+}
+
+/** The tooltip lines of a device's bands: in use by tensors, cached by PyTorch, CUDA context and libraries. */
+function bandLines(bands: IMemoryBands, trans: TranslationBundle): string[] {
+  const lines: string[] = [];
+  if (bands.allocated === null) {
+    lines.push(
+      trans.__(
+        'PyTorch: no allocator figures (torch not imported or CUDA not initialised in this kernel)'
+      )
+    );
+  } else {
+    lines.push(
+      trans.__(
+        'In use by tensors: %1 (PyTorch allocated)',
+        formatBytes(bands.allocated)
+      )
+    );
+    if (bands.cached !== null) {
+      lines.push(
+        trans.__(
+          'Cached by PyTorch: %1 — free for this kernel, released by empty_cache()',
+          formatBytes(bands.cached)
+        )
+      );
+    }
+  }
+  if (bands.nonTorch !== null) {
+    lines.push(
+      trans.__(
+        'CUDA context and libraries: %1 — freed only by restarting the kernel',
+        formatBytes(bands.nonTorch)
+      )
+    );
+  }
+  return lines;
+}
+
+/**
+ * Whether the "not a leak" note is worth a line: no stale model on the
+ * device and more cache and context than live tensors (at least
+ * {@link NOTE_MIN_BYTES}).
+ */
+function notALeak(bands: IMemoryBands, staleBytes: number): boolean {
+  const idle = (bands.cached ?? 0) + (bands.nonTorch ?? 0);
+  return (
+    bands.allocated !== null &&
+    staleBytes === 0 &&
+    idle > bands.allocated &&
+    idle >= NOTE_MIN_BYTES
+  );
+}
+
+/**
+ * Tooltip lines for one device: NVML's device figure, this kernel's share and
+ * its bands (in use by tensors, cached by PyTorch, CUDA context and
+ * libraries), so that memory which is only cache and context does not read as
+ * a leak. The "not a leak" note needs no stale model on the device and more
+ * cache and context than live tensors.
+ */
+function deviceLines(
+  device: IDeviceSample,
+  heading: string,
+  staleBytes: number,
+  others: string[],
+  trans: TranslationBundle
+): string[] {
+  const lines = [heading];
+  if (device.used !== null && device.total !== null) {
+    lines.push(
+      trans.__(
+        'Device used: %1 of %2 (NVML, all processes)',
+        formatBytes(device.used),
+        formatBytes(device.total)
+      )
+    );
+  }
+  lines.push(processLine(device, trans));
+  const bands = memoryBands(device);
+  lines.push(...bandLines(bands, trans));
+  if (notALeak(bands, staleBytes)) {
+    lines.push(
+      trans.__(
+        'Not a leak: most of this kernel’s VRAM is PyTorch’s reusable cache and the CUDA context, not live tensors.'
+      )
+    );
+  }
+  lines.push(...others);
+  return lines;
+}
+
+/**
+ * The tooltip lines of every device the tooltip tells: the gauge's
+ * `device`, then each other one where this kernel holds memory, each with
+ * what the user's other kernels and other processes hold there (`join`).
+ */
+export function devicesLines(
+  model: GpuKernelModel,
+  device: IDeviceSample,
+  models: ReadonlyArray<IModelInfo>,
+  join: IGpuProcessesJoin | null,
+  trans: TranslationBundle
+): string[] {
+  const others = (model.latestSample?.devices ?? []).filter(
+    d =>
+      d !== device &&
+      ((d.process ?? 0) > 0 || (d.reserved ?? 0) > 0 || d.processHidden)
+  );
+  return [device, ...others].flatMap(d =>
+    deviceLines(
+      d,
+      deviceHeading(model, d.index, trans),
+      models
+        .filter(m => m.stale)
+        .reduce((sum, m) => sum + (m.bytes[`cuda:${d.index}`] ?? 0), 0),
+      join
+        ? otherProcessLines(join.totals[deviceKey(d.index)], join.server, trans)
+        : [],
+      trans
+    )
+  );
+}
