@@ -66,9 +66,10 @@ MODULES = (
     "oom",
     "clean",
     "agent",
+    "lifecycle",
 )
 
-from .agent import install, uninstall  # noqa: E402 -- after MODULES, which the build reads
+from .lifecycle import install, uninstall  # noqa: E402 -- after MODULES, which the build reads
 from .limits import AGENT_VERSION, PROTOCOL  # noqa: E402
 
 __all__ = ["AGENT_VERSION", "MODULES", "PROTOCOL", "install", "uninstall"]

@@ -1,6 +1,6 @@
 """The running agent: wires the tracker, the inventory builder, the device sampler, the sampler
-thread and the comms to IPython's hooks and to the comm target; and ``install`` /
-``uninstall``, which the loader and a newer copy of the agent call."""
+thread and the comms to IPython's hooks and to the comm target (``lifecycle`` installs and
+removes it)."""
 
 import contextlib
 import itertools
@@ -16,16 +16,14 @@ from .limits import (
     AGENT_VERSION,
     CLEAN_MARKER,
     COMM_TARGET,
-    MAX_PENDING_ERRORS,
     MIN_INTERVAL_MS,
-    MODULE_NAME,
     PROTOCOL,
 )
 from .progress import ProgressReader
 from .sampler import SamplerThread
 from .tracker import ModuleTracker
 from .transport import Transport, check_message
-from .util import describe, torch_module, vars_of
+from .util import torch_module, vars_of
 
 # The package object this copy was loaded into (the loader registers it in sys.modules before
 # it runs the submodules): it holds ``_agent`` and ``_install_errors``.
@@ -363,91 +361,3 @@ class Agent:
 
     def _clean_error(self, exc):
         self.error("clean", exc)
-
-
-# --------------------------------------------------------------------------------------------
-# what the loader calls
-
-
-def _is_ours(module):
-    """Whether a ``__module__`` is the agent's: the package, a submodule, or 0.2.0's module."""
-    prefix = MODULE_NAME + "."
-    return module == MODULE_NAME or (isinstance(module, str) and module.startswith(prefix))
-
-
-def _sweep(shell):
-    """Remove hooks and the comm target left by any other copy of the agent (another version
-    whose ``uninstall`` failed or did not exist): callbacks defined in the single-file module
-    ``_jupyterlab_gpu_hygiene_agent`` of 0.2.0 and before, or in any of its submodules."""
-    for callbacks in list(shell.events.callbacks.values()):
-        for fn in list(callbacks):
-            func = getattr(fn, "__func__", fn)
-            if _is_ours(getattr(func, "__module__", None)):
-                with contextlib.suppress(ValueError):
-                    callbacks.remove(fn)
-    targets = shell.kernel.comm_manager.targets
-    if targets.get(COMM_TARGET) is not None:
-        targets.pop(COMM_TARGET, None)
-
-
-def _keep(agent, config):
-    """Keep a running agent of this version: new config, missing parts repaired."""
-    try:
-        agent.configure(config)
-    except Exception as exc:
-        agent.error("install", exc)
-    agent.ensure()
-    return "kept"
-
-
-def install(config=None, previous=None):
-    """Install the agent in the running IPython kernel; never raises.
-
-    ``config``: dict from the loader (``{"sampleIntervalMs": int}``). ``previous``: the package
-    (or 0.2.0 module) object that was in ``sys.modules`` before the loader ran (or None). A
-    running agent of the same version is kept: it gets the config and is repaired if a part
-    is missing, and the loader puts ``previous`` and its submodules back in ``sys.modules``.
-    Another version is uninstalled first (its comms are closed, so the browser opens a new
-    one). Returns ``"kept"``, ``"installed"`` or ``"failed"`` (the error is sent to the first
-    comm that opens).
-    """
-    errors = _package._install_errors
-    try:
-        from IPython import get_ipython
-
-        shell = get_ipython()
-        if shell is None or getattr(shell, "kernel", None) is None:
-            raise RuntimeError("not running in an IPython kernel")
-        if previous is not None and previous is not _package:
-            prev_agent = getattr(previous, "_agent", None)
-            same = getattr(previous, "AGENT_VERSION", None) == AGENT_VERSION
-            if same and prev_agent is not None and not prev_agent.stop_event.is_set():
-                return _keep(prev_agent, config)
-            uninstall_previous = getattr(previous, "uninstall", None)
-            if callable(uninstall_previous):
-                with contextlib.suppress(Exception):
-                    uninstall_previous()
-        elif _package._agent is not None and not _package._agent.stop_event.is_set():
-            return _keep(_package._agent, config)  # install() again on this very package
-        _sweep(shell)
-        agent = Agent(shell, None)
-        try:
-            agent.configure(config)
-        except Exception as exc:
-            errors.append(("install", describe(exc)))
-        _package._agent = agent
-        agent.start()
-        return "installed"
-    except Exception as exc:
-        if len(errors) < MAX_PENDING_ERRORS:
-            errors.append(("install", describe(exc)))
-        return "failed"
-
-
-def uninstall():
-    """Stop the running agent of this package (hooks, comm target, thread, comms); never
-    raises."""
-    agent, _package._agent = _package._agent, None
-    if agent is not None:
-        with contextlib.suppress(Exception):
-            agent.stop()
