@@ -1,13 +1,13 @@
-"""A custom training loop of a small conv net that keeps a graph per step: after each training
-step it computes the step's held-out loss without torch.no_grad() and appends the tensor
+"""A custom training loop of a small conv net that keeps a graph per step: after each training step
+it computes the step's held-out loss without torch.no_grad() and appends the tensor
 (`val_losses.append(val_loss)`, not `.item()`), so every step keeps that forward's autograd graph
 and its activations alive (about 88 MiB at batch 64 of 3x64x64 images: ReLU outputs, max-pool
 indices, the inputs the layers save for backward). PyTorch's allocated memory climbs while the
-training cell runs (6 epochs of 10 steps: about 5.1 GiB on CUDA, ~21 s) and again when the cell is
-run a second time (about 10.3 GiB in all). The training losses themselves go through backward(), which
-frees their graphs. Random tensors stand in for data; each step waits PACE_S seconds, standing in
-for a data loader, so the climb spans the sampler's ticks. Marks: `epoch` after each epoch
-(`epoch`, `allocated` bytes or null on the CPU)."""
+training cell runs (6 epochs of 10 steps: about 5.1 GiB on CUDA, ~21 s) and again when the cell
+is run a second time (about 10.3 GiB in all). The training losses themselves go through
+backward(), which frees their graphs. Random tensors stand in for data; each step waits PACE_S
+seconds, standing in for a data loader, so the climb spans the sampler's ticks. Marks: `epoch`
+after each epoch (`epoch`, `allocated` bytes or null on the CPU)."""
 
 # %% setup
 import json

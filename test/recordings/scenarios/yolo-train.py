@@ -1,16 +1,19 @@
-"""A real Ultralytics training, offline: YOLO("yolov8n.yaml") (built from its configuration,
-nothing downloaded) trained with model.train(..., amp=False, plots=False, save=False, val=True)
-for a few epochs on a synthetic dataset written to a temporary folder (random images, one
-coloured box each, YOLO-format labels, as test/agent/checks.py's make_dataset writes them). On
-CUDA: 64 training and 16 validation images of 320 px, batch 16, 5 epochs; on the CPU: 4 and 2
-images of 64 px, batch 2, 1 epoch. The results are named (`results = model.train(...)`), so the
-trainer stays reachable from the model afterwards. Marks: `epoch` at each training epoch's end
-(the trainer's 0-based `epoch`, its `epochs`), from an Ultralytics callback."""
+"""A real Ultralytics training, offline: YOLO("yolov8n.yaml") (built from its configuration, nothing
+downloaded) trained with model.train(..., amp=False, plots=False, save=False, val=True) for a few
+epochs on a synthetic dataset written to a temporary folder (random images, one coloured box
+each, YOLO-format labels, as test/agent/checks.py's make_dataset writes them). On CUDA: 128
+training and 16 validation images of 320 px, batch 16, 10 epochs, each batch followed by a PACE_S
+pause standing in for a data loader (an epoch then lasts ~1.5-2 s, longer than the sampler
+period); on the CPU: 4 and 2 images of 64 px, batch 2, 1 epoch. The results are named (`results =
+model.train(...)`), so the trainer stays reachable from the model afterwards. Marks: `epoch` at
+each training epoch's end (the trainer's 0-based `epoch`, its `epochs`), from an Ultralytics
+callback."""
 
 # %% setup, dataset
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +21,9 @@ from PIL import Image
 
 DEVICE = os.environ.get("GPU_HYGIENE_DEVICE", "cuda:0")
 CUDA = DEVICE.startswith("cuda")
-N_TRAIN, N_VAL, SIZE = (64, 16, 320) if CUDA else (4, 2, 64)
-BATCH, EPOCHS = (16, 5) if CUDA else (2, 1)
+N_TRAIN, N_VAL, SIZE = (128, 16, 320) if CUDA else (4, 2, 64)
+BATCH, EPOCHS = (16, 10) if CUDA else (2, 1)
+PACE_S = 0.15 if CUDA else 0.0
 
 try:
     import polars  # noqa: F401
@@ -54,6 +58,7 @@ model.add_callback(
         "@@mark epoch", json.dumps({"epoch": trainer.epoch, "epochs": trainer.epochs}), flush=True
     ),
 )
+model.add_callback("on_train_batch_end", lambda trainer: time.sleep(PACE_S))
 
 # %% training
 results = model.train(
