@@ -8,7 +8,6 @@
  */
 import { factsOf, findings } from '../analysis/findings';
 import { findLeak, leakHolder } from '../analysis/leak';
-import { FLOOR_SIZE } from '../analysis/trend';
 import type { GpuKernelModel } from '../model';
 import type { IGpuSettings } from '../tokens';
 import type { IRuleContext, IToastRule, RuleResult } from './rule';
@@ -62,10 +61,7 @@ export function leakRule({ trans, actions }: IRuleContext): IToastRule {
       const lastCell = model.cells[cells - 1];
       const afterNewCell =
         cells !== last?.cells && !!lastCell && sample.t >= lastCell.t;
-      const inLongCell =
-        sample.busy &&
-        sample.seq !== last?.seq &&
-        sample.seq % FLOOR_SIZE === 0;
+      const inLongCell = sample.busy && sample.seq !== last?.seq;
       if (!afterNewCell && !inLongCell) {
         return null;
       }

@@ -48,11 +48,13 @@ class Agent:
         self.tracker = ModuleTracker()
         self.transport = Transport()
         self.comms = self.transport.comms  # comm_id -> comm (the transport's dict)
-        self.sampler = SamplerThread(self, self._tick, self._slow_tick)
+        self.devices = DeviceSampler()
+        self.sampler = SamplerThread(
+            self, self._tick, self._slow_tick, self.devices.read_low, self._reading
+        )
         self.stop_event = self.sampler.stop_event
         self.sample_seq = itertools.count(1)
         self.clean_snapshot = None
-        self.devices = DeviceSampler()
         self.pid = os.getpid()
         self.gpu_processes = GpuProcesses(self.pid)
         own = (self, self.kernel, self.comm_manager, self.tracker, self.comms, self.transport)
@@ -295,6 +297,11 @@ class Agent:
                 self.error("sample", exc)
             else:
                 self.broadcast(payload)
+
+    def _reading(self):
+        """Whether the sampler thread reads allocated between samples: while a user cell runs
+        and a comm listens."""
+        return self.busy and bool(self.comms)
 
     def _slow_tick(self):
         """The sampler thread's slower turn (every 2 s): ``gpuProcesses`` to every open comm

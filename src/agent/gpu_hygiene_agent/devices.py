@@ -138,6 +138,38 @@ def torch_memory():
     return out
 
 
+def allocated_now(torch, index):
+    """torch's allocated bytes on device ``index`` (int): from the nested statistics dict, which
+    skips the flattening ``memory_allocated`` does (the agent reads it every ~20 ms while a cell
+    runs); ``memory_allocated`` where that dict is missing or shaped otherwise."""
+    try:
+        stats = torch.cuda.memory_stats_as_nested_dict(index)
+        return int(stats["allocated_bytes"]["all"]["current"])
+    except Exception:
+        return int(torch.cuda.memory_allocated(index))
+
+
+def allocator_limit(torch, index, totals=None):
+    """The caching allocator's cap on device ``index`` in bytes (int), or None when no cap is
+    set (fraction 1.0) or torch cannot say (older torch without
+    ``get_per_process_memory_fraction``, or an error). The cap is the fraction
+    (``torch.cuda.set_per_process_memory_fraction``) times the device's total memory as torch
+    knows it (``get_device_properties(index).total_memory``, kept in ``totals``, a dict, when
+    given). Only call with CUDA initialised (both calls would initialise it otherwise)."""
+    try:
+        fraction = float(torch.cuda.get_per_process_memory_fraction(index))
+        if not 0 <= fraction < 1:
+            return None
+        total = totals.get(index) if totals is not None else None
+        if total is None:
+            total = int(torch.cuda.get_device_properties(index).total_memory)
+            if totals is not None:
+                totals[index] = total
+        return int(fraction * total)
+    except Exception:
+        return None
+
+
 def _text(value):
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
@@ -150,6 +182,8 @@ def _empty_entry(index, total):
         "process": None,
         "allocated": None,
         "reserved": None,
+        "allocatedMin": None,
+        "limit": None,
     }
 
 
@@ -173,6 +207,9 @@ class DeviceSampler:
         self._memory_v2 = True
         self._listed = {}  # CUDA index -> _Listed: the last compute-process list read
         self._no_graphics = set()  # CUDA indices whose driver lists no graphics processes
+        self._lows = {}  # CUDA index -> lowest allocated read since the last sample (read_low)
+        self._totals = {}  # CUDA index -> total memory as torch knows it (allocator_limit)
+        self._active = []  # CUDA indices where torch reserved memory at the last sample
 
     def start(self):
         """Initialise NVML and list the devices; failures end up in ``nvml_error``."""
@@ -330,15 +367,33 @@ class DeviceSampler:
             for d in self.devices
         ]
 
+    def read_low(self):
+        """Read torch's allocated bytes on each device and keep the lowest since the last
+        ``sample`` (its ``allocatedMin``); nothing when CUDA is not initialised. Sampler thread
+        only (every ~20 ms while a cell runs); only the devices where torch reserved memory at
+        the last sample (reading one costs ~20-100 us); never raises."""
+        torch = torch_module()
+        if not cuda_initialized(torch):
+            return
+        try:
+            for index in self._active:
+                value = allocated_now(torch, index)
+                low = self._lows.get(index)
+                self._lows[index] = value if low is None else min(low, value)
+        except Exception:
+            pass
+
     def sample(self, on_error=None):
         """Per-device figures for ``sample`` (list of dicts sorted by CUDA index): ``used`` /
         ``total`` device memory and ``process`` (this pid's share) from NVML, ``allocated`` /
         ``reserved`` from torch, ``cached`` (reserved - allocated) and ``nonTorch`` (process -
-        reserved); bytes, None where not measurable. ``processHidden``: NVML lists no process
-        with this pid although torch reserves memory (another pid namespace). NVML failures are
-        passed to ``on_error(exception)``. The compute-process list is read again only when
-        the device's used memory moved or the last read is ``LIST_MAX_AGE`` s old (sampler
-        thread only)."""
+        reserved); bytes, None where not measurable. ``allocatedMin``: the lowest allocated of
+        this sample and the ``read_low`` reads since the previous sample; ``limit``: the
+        allocator's cap (``allocator_limit``) on a device where torch reserves memory, else
+        None. ``processHidden``: NVML lists no process with this pid although torch reserves
+        memory (another pid namespace). NVML failures are passed to ``on_error(exception)``.
+        The compute-process list is read again only when the device's used memory moved or the
+        last read is ``LIST_MAX_AGE`` s old (sampler thread only)."""
         devices = {}
         if self.nvml is not None:
             for device in self.devices:
@@ -349,8 +404,13 @@ class DeviceSampler:
                 entry = devices.get(index)
                 if entry is None:
                     entry = devices[index] = _empty_entry(index, None)
-                entry["allocated"] = int(torch.cuda.memory_allocated(index))
+                entry["allocated"] = allocated = int(torch.cuda.memory_allocated(index))
                 entry["reserved"] = int(torch.cuda.memory_reserved(index))
+                low = self._lows.get(index)
+                entry["allocatedMin"] = allocated if low is None else min(low, allocated)
+                # only where this process holds memory (the device has its context)
+                if entry["reserved"] > 0:
+                    entry["limit"] = allocator_limit(torch, index, self._totals)
                 # On the device (memory reserved) but NVML did not list our pid: another pid
                 # namespace (containers). Unknown rather than 0.
                 if entry["process"] == 0 and entry["reserved"] > 0:
@@ -365,6 +425,8 @@ class DeviceSampler:
             entry["nonTorch"] = max(0, process - reserved) if both else None
             entry.setdefault("processHidden", False)
         self.hidden = {i: entry["processHidden"] for i, entry in devices.items()}
+        self._lows = {}
+        self._active = [i for i, e in sorted(devices.items()) if e["reserved"]]
         return [devices[i] for i in sorted(devices)]
 
     def _nvml_entry(self, device, on_error):
