@@ -1022,4 +1022,28 @@ export function addCommands(deps: ICommandDeps): void {
       return true;
     }
   });
+
+  commands.addCommand(CommandIDs.interruptKernel, {
+    label: trans.__('Interrupt Kernel'),
+    caption: trans.__(
+      'Interrupt the running cell (KeyboardInterrupt): the kernel and its variables stay'
+    ),
+    describedBy: kernelArgs,
+    isEnabled: args => {
+      const model = modelFor(monitor, args);
+      const panel = model ? monitor.panelFor(model) : null;
+      return !!panel?.sessionContext.session?.kernel;
+    },
+    execute: async args => {
+      const model = modelFor(monitor, args);
+      const kernel = model
+        ? monitor.panelFor(model)?.sessionContext.session?.kernel
+        : null;
+      if (!kernel) {
+        return false;
+      }
+      await kernel.interrupt();
+      return true;
+    }
+  });
 }

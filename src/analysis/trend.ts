@@ -274,7 +274,7 @@ export const MIN_FLOOR_POINTS = 6;
  * seconds (optimizer state, cuDNN workspaces, AMP) and then stays flat is
  * not a leak; over 8 s the flat part shows (the last third must still climb).
  */
-export const MIN_CLIMB_S = 8;
+export const MIN_CLIMB_S = 7.5;
 /**
  * Shortest climb inside a cell when the samples carry no `allocatedMin`
  * (agents up to 0.5.0): their floor windows are a few random phases of the

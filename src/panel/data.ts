@@ -16,10 +16,17 @@ import {
   rootsSummary,
   tensorRows
 } from '../analysis/holders';
+import { projectFull } from '../analysis/projection';
 import { ILeakTrend, leakTrend } from '../analysis/trend';
 import type { AgentStatus, GpuKernelModel } from '../model';
 import type { ISample, ITensorInfo } from '../protocol';
 import type { IGpuSettings } from '../tokens';
+import {
+  epochMarks,
+  IEpochMark,
+  IProjectionLine,
+  projectionLine
+} from './projection';
 
 /** The chart's series, in drawing order. */
 export const SERIES = [
@@ -93,6 +100,13 @@ export interface IPanelData {
   truncated: boolean;
   /** Leak trend of `device` (verdict `no-data` without a GPU). */
   trend: ILeakTrend;
+  /**
+   * While the running cell's floor climbs on `device`: the chart's line from
+   * the floor to where the GPU is full; else null.
+   */
+  projection: IProjectionLine | null;
+  /** Where each epoch of a training the agent follows began, within the chart's range. */
+  epochs: IEpochMark[];
 }
 
 /** Chart rows of one device; a sample without that device gives nulls. */
@@ -181,6 +195,7 @@ export function panelData(
   const from = samples.length ? samples[0].t : 0;
   const to = samples.length ? samples[samples.length - 1].t : 0;
   const hello = model.hello;
+  const trend = leakTrend(cells, samples, chosen, settings);
   return {
     status: model.status,
     detail:
@@ -203,6 +218,11 @@ export function panelData(
     graphs: graphRows(model.inventory),
     findings: findings(factsOf(model)),
     truncated: model.inventory?.truncated ?? false,
-    trend: leakTrend(cells, samples, chosen, settings)
+    trend,
+    projection:
+      gpu && trend.basis === 'samples' && trend.executionCount === null
+        ? projectionLine(projectFull(trend, samples), { from, to })
+        : null,
+    epochs: epochMarks(samples, { from, to })
   };
 }

@@ -188,6 +188,8 @@ export function PanelContent(props: IPanelContentProps): JSX.Element {
             rows={data.rows}
             total={data.total}
             markers={data.markers}
+            projection={data.projection}
+            epochs={data.epochs}
             scale={props.scale}
             trans={trans}
             size={props.chartSize}

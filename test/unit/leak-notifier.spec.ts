@@ -147,13 +147,19 @@ describe('leak-trend toast', () => {
         slope: 0,
         r2: 0.97,
         points: 600,
-        executionCount: 12345
+        intercept: 0,
+        executionCount: 12345,
+        shape: 'ramp',
+        since: 1000,
+        floor: { t: 1060, bytes: 2 * GiB },
+        interval: null,
+        cellStart: 1000
       },
       trans,
       8
     );
     expect(text).toBe(
-      'PyTorch allocated climbs ~1.2 GiB per minute in cell [12345] on cuda:3. Tensors kept alive? e.g. losses.append(loss), not loss.item()'
+      'PyTorch allocated climbed ~1.2 GiB per minute in cell [12345] on cuda:3. Tensors kept alive? e.g. losses.append(loss), not loss.item()'
     );
     expect(text.length).toBeLessThanOrEqual(140);
   });
