@@ -10,9 +10,13 @@
  * - a single step up (a model load) — no one increment may carry half of the rise;
  * - a curve that levels off — the last third must still be climbing;
  * - a sawtooth that returns to its baseline (training steps, epochs) — the
- *   rise must reach a level not seen before it started. Inside a cell the
- *   fit runs on the floor of the samples (the minimum of each few samples),
- *   which a sawtooth does not lift and a leak does.
+ *   rise must reach a level not seen before it started.
+ *
+ * Inside a running cell the points are the floor under the training loop's
+ * sawtooth, in windows of a second ({@link cellClimb}, `floor.ts`), which a
+ * sawtooth does not lift and a leak does; a climb there must also last
+ * {@link MIN_CLIMB_S}, still climb over its last seconds and rise well above
+ * the floor's own noise, or be stairs (`detectStairs`).
  */
 import type { ISample } from '../protocol';
 import type { ICellRow } from './cells';
@@ -272,7 +276,10 @@ export const MIN_FLOOR_POINTS = 6;
 /**
  * Shortest climb inside a cell (s): a warm-up that rises for its first
  * seconds (optimizer state, cuDNN workspaces, AMP) and then stays flat is
- * not a leak; over 8 s the flat part shows (the last third must still climb).
+ * not a leak; over 7.5 s the flat part of a 4 s warm-up shows (the last
+ * third and the last {@link RECENT_S} seconds must still climb). 7 s let
+ * such a warm-up toast in the synthetic tests; 7.5 s toasts a ramp that
+ * began 0.5 s into the cell 10 s in.
  */
 export const MIN_CLIMB_S = 7.5;
 /**
@@ -306,10 +313,13 @@ type CellClimb = Pick<
 
 /**
  * Is the floor of one cell's samples climbing? Floor windows in time
- * ({@link floorWindows}), then two shapes: a steady line
- * ({@link detectSteadyRise}, with its guards against one step, a curve that
- * levels off and a sawtooth back to where it has been) spanning at least
- * {@link MIN_CLIMB_S}, else stairs ({@link detectStairs}).
+ * ({@link floorWindows}, their one-sided noise eroded), then two shapes: a
+ * steady line ({@link detectSteadyRise}, with its guards against one step,
+ * a curve that levels off and a sawtooth back to where it has been)
+ * spanning at least {@link MIN_CLIMB_S}, still climbing over its last
+ * {@link RECENT_S} seconds and rising {@link MIN_RISE_OVER_NOISE} times
+ * the floor's noise; else stairs ({@link detectStairs}, only from samples
+ * with `allocatedMin`).
  *
  * @param samples - the busy samples of one cell, in time order.
  * @param device - CUDA device index.

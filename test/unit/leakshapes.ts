@@ -14,7 +14,13 @@
  *
  * Randomness comes from a seeded generator: the tests never flake.
  */
+import { Notification } from '@jupyterlab/apputils';
+import { nullTranslator } from '@jupyterlab/translation';
+import { CommandRegistry } from '@lumino/commands';
+import { GpuKernelModel } from '../../src/model';
+import { GpuNotifier } from '../../src/notifications';
 import type { ISample } from '../../src/protocol';
+import { c01Inventory, OneModelMonitor } from './fixtures';
 
 export const MiB = 2 ** 20;
 export const GiB = 2 ** 30;
@@ -399,6 +405,62 @@ export interface IToastTimeline {
   first: number | null;
   /** Its text. */
   message: string | null;
-  /** Seconds with a leak toast on screen (sum over the samples' intervals). */
+  /** Its buttons' labels. */
+  actions: string[];
+  /** Seconds with a leak toast on screen (the samples' intervals while one was). */
   shownFor: number;
+}
+
+/**
+ * Run a shape through a kernel model and the real notifier, sample after
+ * sample, the way the connection applies the agent's messages: cell [11]'s
+ * inventory first (so the running cell is [12]), then the busy samples.
+ */
+export function toastTimeline(
+  shape: IShape,
+  sampling: ISampling
+): IToastTimeline {
+  const model = new GpuKernelModel({ kernelId: `k-${shape.name}` });
+  const notifier = new GpuNotifier({
+    monitor: new OneModelMonitor(model, {
+      warnOnStackedModels: false,
+      warnOnFindings: false,
+      warnOnGraphHolders: false
+    }),
+    commands: new CommandRegistry(),
+    trans: nullTranslator.load('jupyterlab_gpu_hygiene')
+  });
+  model.apply(deviceSample(T0 - 2, 0, false, 0, 0));
+  model.apply({
+    ...c01Inventory(),
+    models: [],
+    executionCount: 11,
+    t: T0 - 1
+  });
+  const out: IToastTimeline = {
+    first: null,
+    message: null,
+    actions: [],
+    shownFor: 0
+  };
+  let previous = T0;
+  for (const sample of sampleShape(shape, sampling)) {
+    model.apply(sample);
+    const toast = Notification.manager.notifications.find(
+      n => n.type === 'warning'
+    );
+    if (toast) {
+      out.shownFor += sample.t - previous;
+      if (out.first === null) {
+        out.first = sample.t - T0;
+        out.message = toast.message;
+        out.actions = (toast.options.actions ?? []).map(a => a.label);
+      }
+    }
+    previous = sample.t;
+  }
+  notifier.dispose();
+  Notification.dismiss();
+  model.dispose();
+  return out;
 }

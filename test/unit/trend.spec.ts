@@ -1,9 +1,5 @@
 import type { ICellRow } from '../../src/analysis/cells';
-import {
-  detectSteadyRise,
-  fitLine,
-  leakTrend
-} from '../../src/analysis/trend';
+import { detectSteadyRise, fitLine, leakTrend } from '../../src/analysis/trend';
 import type { ISample } from '../../src/protocol';
 
 const MiB = 2 ** 20;
