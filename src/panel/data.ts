@@ -4,7 +4,7 @@
  */
 import { memoryBands } from '../analysis/bands';
 import { factsOf, findings, IFinding } from '../analysis/findings';
-import { cellRows, ICellRow } from '../analysis/cells';
+import { cellRows, ICellRow, nextExecutionCount } from '../analysis/cells';
 import type { SeriesRow } from '../analysis/downsample';
 import { graphRows, IGraphRow } from '../analysis/graphs';
 import {
@@ -107,6 +107,8 @@ export interface IPanelData {
   projection: IProjectionLine | null;
   /** Where each epoch of a training the agent follows began, within the chart's range. */
   epochs: IEpochMark[];
+  /** The running cell's execution count while a cell runs (the kernel's next), else null. */
+  runningCell: number | null;
 }
 
 /** Chart rows of one device; a sample without that device gives nulls. */
@@ -223,6 +225,9 @@ export function panelData(
       gpu && trend.basis === 'samples' && trend.executionCount === null
         ? projectionLine(projectFull(trend, samples), { from, to })
         : null,
-    epochs: epochMarks(samples, { from, to })
+    epochs: epochMarks(samples, { from, to }),
+    runningCell: model.latestSample?.busy
+      ? nextExecutionCount(model.cells)
+      : null
   };
 }

@@ -201,6 +201,7 @@ export function PanelContent(props: IPanelContentProps): JSX.Element {
         gpu={data.gpu || waiting}
         cells={data.cells.length}
         minPoints={props.settings.leakMinPoints}
+        runningCell={data.runningCell}
         trans={trans}
       />
       <h3 className="jp-GpuHygiene-heading">{trans.__('Who holds VRAM')}</h3>

@@ -118,6 +118,7 @@ def test_samples_report_the_lowest_read_since_the_previous_sample_and_the_cap(ag
         (6 * GiB, 6 * GiB, 20 * GiB),
         (0, 0, None),
     ]
+    assert sampler.reads_wanted()  # torch holds memory on cuda:0
     cuda.calls.clear()
     for value in (5 * GiB, 3 * GiB, 7 * GiB):  # a training step's sawtooth between samples
         cuda.allocated[0] = value
@@ -142,6 +143,7 @@ def test_real_torch_before_cuda_is_used_reads_nothing_and_stays_uninitialised(ag
     sampler = agent.devices.DeviceSampler()
     sampler.read_low()
     entries = sampler.sample()
+    assert not sampler.reads_wanted()  # nothing to read: the sampler is not woken for reads
     # without NVML and CUDA no device entry; with NVML (a GPU machine) no torch figure
     for entry in entries:
         assert entry["allocated"] is None and entry["allocatedMin"] is None

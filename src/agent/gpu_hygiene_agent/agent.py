@@ -299,9 +299,9 @@ class Agent:
                 self.broadcast(payload)
 
     def _reading(self):
-        """Whether the sampler thread reads allocated between samples: while a user cell runs
-        and a comm listens."""
-        return self.busy and bool(self.comms)
+        """Whether the sampler thread reads allocated between samples: while a user cell runs,
+        a comm listens and torch holds memory on a device (at the last sample)."""
+        return self.busy and bool(self.comms) and self.devices.reads_wanted()
 
     def _slow_tick(self):
         """The sampler thread's slower turn (every 2 s): ``gpuProcesses`` to every open comm

@@ -367,6 +367,12 @@ class DeviceSampler:
             for d in self.devices
         ]
 
+    def reads_wanted(self):
+        """Whether ``read_low`` has a device to read (bool): torch reserved memory on one at the
+        last sample. A kernel without CUDA (or before its first CUDA tensor) is not woken every
+        20 ms for nothing."""
+        return bool(self._active)
+
     def read_low(self):
         """Read torch's allocated bytes on each device and keep the lowest since the last
         ``sample`` (its ``allocatedMin``); nothing when CUDA is not initialised. Sampler thread
