@@ -65,7 +65,11 @@ const deviceSample = z.object({
   reserved: nullableBytes,
   cached: nullableBytes,
   nonTorch: nullableBytes,
-  processHidden: z.boolean()
+  processHidden: z.boolean(),
+  /** The lowest allocated read since the previous sample (absent from agents before 0.6.0). */
+  allocatedMin: z.optional(nullableBytes),
+  /** The caching allocator's cap (`set_per_process_memory_fraction`), or null (absent: older agents). */
+  limit: z.optional(nullableBytes)
 });
 
 /**
@@ -368,6 +372,17 @@ export type ITrainingProgress = z.infer<typeof trainingProgress>;
  * only by ending the process). `processHidden`: NVML lists no process with
  * the kernel's pid although torch holds memory (another pid namespace, e.g. a
  * container); `process` and `nonTorch` are then null.
+ *
+ * `allocatedMin` (optional): the lowest `allocated` the sampler read since
+ * the previous sample, this one's own read included; while a cell runs it
+ * reads every ~50 ms (± 25 ms, so that the reads fall on random phases of a
+ * training step), so this is the floor under the activations' sawtooth.
+ * Null where `allocated` is; absent from agents before 0.6.0.
+ * `limit` (optional): the caching allocator's cap for this process on the
+ * device, `torch.cuda.set_per_process_memory_fraction(f)` → f × the
+ * device's total memory as torch knows it; null when no cap is set (fraction
+ * 1.0) or CUDA is not initialised; absent from older agents. A cell fails
+ * with CUDA out of memory when reserved would pass it.
  */
 export type IDeviceSample = z.infer<typeof deviceSample>;
 /** `inventory`: live models, what holds them and who holds the bytes, after each cell. */

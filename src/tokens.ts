@@ -14,6 +14,12 @@ export namespace CommandIDs {
   export const clean = 'gpu-hygiene:clean';
   /** Restart the current notebook's kernel with JupyterLab's confirmation. */
   export const restartKernel = 'gpu-hygiene:restart-kernel';
+  /**
+   * Interrupt a kernel's running cell (args: `kernelId`): the session
+   * context's `kernel.interrupt()`, as JupyterLab's own Interrupt Kernel;
+   * the kernel and its variables stay.
+   */
+  export const interruptKernel = 'gpu-hygiene:interrupt-kernel';
   /** Open the VRAM panel (time series, per-cell table, who holds VRAM, leak trend). */
   export const openPanel = 'gpu-hygiene:open-panel';
   /** Insert (and run) a clean cell for one stale model (args: `modelId`, `kernelId`). */

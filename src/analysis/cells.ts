@@ -88,6 +88,28 @@ export function allocatedOf(sample: ISample, device: number): number | null {
   return sample.devices.find(d => d.index === device)?.allocated ?? null;
 }
 
+/**
+ * The execution count the kernel gives its next user cell, which is the one
+ * running while a cell runs: the latest inventory's count plus one. The
+ * agent sends an inventory after every user cell (its `post_run_cell`), and
+ * IPython numbers user cells one after the other; a probe without history
+ * (`store_history=False`) takes no number and sends none. Null before the
+ * first cell's inventory (an agent that arrived mid-session).
+ *
+ * @param marks - the model's inventory records, oldest first.
+ */
+export function nextExecutionCount(
+  marks: ReadonlyArray<ICellMark>
+): number | null {
+  for (let k = marks.length - 1; k >= 0; k--) {
+    const count = marks[k].executionCount;
+    if (count !== null) {
+      return count + 1;
+    }
+  }
+  return null;
+}
+
 /** Index of the first sample with `t > time` (samples are in time order). */
 function firstAfter(samples: ReadonlyArray<ISample>, time: number): number {
   let lo = 0;

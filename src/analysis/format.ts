@@ -149,3 +149,24 @@ export function formatIdle(seconds: number | null): string {
   }
   return `${Math.floor(hours / 24)} d ${hours % 24} h`;
 }
+
+/**
+ * A time left, rounded for a warning: `40 s` (to 5 s under 90 s), `12 min`
+ * (under 90 minutes), `2 h 05 min`.
+ *
+ * @param seconds - a duration in seconds; `null` or a non-finite or negative
+ *   value gives `"—"`.
+ */
+export function formatTimeLeft(seconds: number | null): string {
+  if (seconds === null || !Number.isFinite(seconds) || seconds < 0) {
+    return '—';
+  }
+  if (seconds < 90) {
+    return `${Math.round(seconds / 5) * 5} s`;
+  }
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 90) {
+    return `${minutes} min`;
+  }
+  return `${Math.floor(minutes / 60)} h ${String(minutes % 60).padStart(2, '0')} min`;
+}

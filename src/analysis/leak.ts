@@ -59,28 +59,48 @@ const HOLDING_KINDS: ReadonlyArray<IFinding['kind']> = [
 ];
 
 /**
- * What the inventory already knows holds a climb that spans cells: the
- * largest finding of a kind that keeps tensors (the output cache, a graph
- * holder, a variable's CUDA tensors, the last traceback) with at least one
- * cell's growth (`trend.rate` bytes) on the climbing device, or null (then
- * the toast keeps its general hint). Inside one running cell the inventory
- * is the previous cell's, so nothing is named there.
+ * What the inventory already knows holds a climb: the largest finding of a
+ * kind that keeps tensors (the output cache, a graph holder, a variable's
+ * CUDA tensors, the last traceback) on the climbing device, or null (then
+ * the toast keeps its general hint).
+ *
+ * - Across cells: one holding at least one cell's growth (`trend.rate`
+ *   bytes), from the latest inventory.
+ * - Inside one cell: only once that cell has ended and its own inventory
+ *   has come (`inventoryCell` is the trend's `executionCount`; while the cell
+ *   runs the inventory is the previous cell's), one holding at least half of
+ *   what the floor climbed in the cell (`slope` × the climb's seconds): the
+ *   list that kept a validation's losses with their graphs, say.
  *
  * @param trend - a rising trend from {@link findLeak}.
  * @param findings - the kernel's findings, largest first.
+ * @param inventoryCell - the execution count of the inventory the findings
+ *   come from (`inventory.executionCount`), for a climb inside a cell.
  */
 export function leakHolder(
   trend: ILeakTrend,
-  findings: ReadonlyArray<IFinding>
+  findings: ReadonlyArray<IFinding>,
+  inventoryCell: number | null = null
 ): IFinding | null {
-  if (trend.basis !== 'cells') {
-    return null;
+  let least: number;
+  if (trend.basis === 'cells') {
+    least = trend.rate;
+  } else {
+    if (
+      trend.executionCount === null ||
+      inventoryCell !== trend.executionCount ||
+      !trend.floor ||
+      trend.since === null
+    ) {
+      return null;
+    }
+    least = 0.5 * trend.slope * Math.max(0, trend.floor.t - trend.since);
   }
   const device = `cuda:${trend.device}`;
   let best: IFinding | null = null;
   for (const finding of findings) {
     const bytes = finding.bytes[device] ?? 0;
-    if (!HOLDING_KINDS.includes(finding.kind) || bytes < trend.rate) {
+    if (!HOLDING_KINDS.includes(finding.kind) || bytes <= 0 || bytes < least) {
       continue;
     }
     if (!best || bytes > (best.bytes[device] ?? 0)) {

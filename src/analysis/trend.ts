@@ -10,59 +10,31 @@
  * - a single step up (a model load) — no one increment may carry half of the rise;
  * - a curve that levels off — the last third must still be climbing;
  * - a sawtooth that returns to its baseline (training steps, epochs) — the
- *   rise must reach a level not seen before it started. Inside a cell the
- *   fit runs on the floor of the samples (the minimum of each few samples),
- *   which a sawtooth does not lift and a leak does.
+ *   rise must reach a level not seen before it started.
+ *
+ * Inside a running cell the points are the floor under the training loop's
+ * sawtooth, in windows of a second ({@link cellClimb}, `floor.ts`), which a
+ * sawtooth does not lift and a leak does; a climb there must also last
+ * {@link MIN_CLIMB_S}, still climb over its last seconds and rise well above
+ * the floor's own noise, or be stairs (`detectStairs`).
  */
 import type { ISample } from '../protocol';
-import { allocatedOf, ICellRow } from './cells';
+import type { ICellRow } from './cells';
 
 const MiB = 2 ** 20;
 
-/** A least-squares line `y = slope * x + intercept` and its R². */
-export interface ILinearFit {
-  slope: number;
-  intercept: number;
-  /** Coefficient of determination, 0–1 (0 for a constant series). */
-  r2: number;
-}
+import { fitLine, ILinearFit } from './fit';
+import {
+  detectStairs,
+  erodeFloor,
+  floorSamples,
+  floorWindows,
+  median,
+  MIN_STAIR_STEP
+} from './floor';
 
-/**
- * Least-squares line through points.
- *
- * @param xs - abscissae (same length as `ys`, at least 2 distinct values).
- * @param ys - ordinates.
- */
-export function fitLine(
-  xs: ReadonlyArray<number>,
-  ys: ReadonlyArray<number>
-): ILinearFit {
-  const n = ys.length;
-  let sx = 0;
-  let sy = 0;
-  for (let i = 0; i < n; i++) {
-    sx += xs[i];
-    sy += ys[i];
-  }
-  const mx = sx / n;
-  const my = sy / n;
-  let sxx = 0;
-  let sxy = 0;
-  let syy = 0;
-  for (let i = 0; i < n; i++) {
-    const dx = xs[i] - mx;
-    const dy = ys[i] - my;
-    sxx += dx * dx;
-    sxy += dx * dy;
-    syy += dy * dy;
-  }
-  if (sxx === 0) {
-    return { slope: 0, intercept: my, r2: 0 };
-  }
-  const slope = sxy / sxx;
-  const r2 = syy === 0 ? 0 : Math.min(1, (sxy * sxy) / (sxx * syy));
-  return { slope, intercept: my - slope * mx, r2 };
-}
+export { fitLine };
+export type { ILinearFit };
 
 /** Verdict of {@link detectSteadyRise}. */
 export type TrendVerdict =
@@ -80,6 +52,8 @@ export interface ITrend {
   r2: number;
   /** Points in the fit: the rising stretch for `rising`, else the window. */
   points: number;
+  /** Intercept of the fit (value at x = 0); 0 without a fit. */
+  intercept: number;
 }
 
 /** Thresholds of {@link detectSteadyRise}. */
@@ -92,6 +66,8 @@ export interface ITrendOptions {
   minSlope: number;
   /** Most recent points considered (default 50). */
   maxPoints?: number;
+  /** Shortest stretch that counts, in x units (default 0: any). */
+  minSpan?: number;
 }
 
 function mean(values: ReadonlyArray<number>, from: number, to: number): number {
@@ -191,20 +167,33 @@ export function detectSteadyRise(
       verdict: values.length ? 'no-data' : 'too-few',
       slope: 0,
       r2: 0,
-      points: 0
+      points: 0,
+      intercept: 0
     };
   }
   if (ys.length < minPoints) {
-    return { verdict: 'too-few', slope: 0, r2: 0, points: ys.length };
+    return {
+      verdict: 'too-few',
+      slope: 0,
+      r2: 0,
+      points: ys.length,
+      intercept: 0
+    };
   }
   const n = ys.length;
+  const minSpan = options.minSpan ?? 0;
+  const spans = (from: number) => x[n - 1] - x[from] >= minSpan;
   for (let length = n; length >= minPoints;) {
     let from = n - length;
+    if (!spans(from)) {
+      break; // shorter stretches span less
+    }
     let fit = risingStretch(x, ys, from, { ...options, minPoints });
     if (fit) {
       // Leave out a flat head (cells before the climb started).
       while (
         n - from > minPoints &&
+        spans(from + 1) &&
         ys[from + 1] - ys[from] < 0.25 * fit.slope * (x[from + 1] - x[from])
       ) {
         const trimmed = risingStretch(x, ys, from + 1, {
@@ -221,36 +210,20 @@ export function detectSteadyRise(
         verdict: 'rising',
         slope: fit.slope,
         r2: fit.r2,
-        points: n - from
+        points: n - from,
+        intercept: fit.intercept
       };
     }
     length = length > 64 ? Math.floor(length * 0.8) : length - 1;
   }
   const whole = fitLine(x, ys);
-  return { verdict: 'steady', slope: whole.slope, r2: whole.r2, points: n };
-}
-
-/**
- * The floor of a noisy series: the minimum of each run of `size` points, at
- * the time of its last point. A training loop's sawtooth (activations
- * allocated and freed every step) does not lift it; tensors kept alive do.
- */
-export function floorSeries(
-  times: ReadonlyArray<number>,
-  values: ReadonlyArray<number>,
-  size: number
-): { xs: number[]; ys: number[] } {
-  const xs: number[] = [];
-  const ys: number[] = [];
-  for (let from = 0; from + size <= values.length; from += size) {
-    let min = values[from];
-    for (let i = from + 1; i < from + size; i++) {
-      min = Math.min(min, values[i]);
-    }
-    xs.push(times[from + size - 1]);
-    ys.push(min);
-  }
-  return { xs, ys };
+  return {
+    verdict: 'steady',
+    slope: whole.slope,
+    r2: whole.r2,
+    points: n,
+    intercept: whole.intercept
+  };
 }
 
 /** Settings of the leak trend (schema/plugin.json). */
@@ -271,20 +244,218 @@ export interface ILeakTrend extends ITrend {
   rate: number;
   /** For `samples`: the cell (null while it is still running). */
   executionCount: number | null;
+  /**
+   * For a `samples` climb: `ramp` (the floor rises step after step, e.g.
+   * `losses.append(loss)` in the training loop) or `stairs` (it steps up once
+   * an interval, e.g. a validation's losses kept every epoch); else null.
+   */
+  shape: 'ramp' | 'stairs' | null;
+  /** For a `samples` climb: when the fitted climb began (s since the epoch); else null. */
+  since: number | null;
+  /**
+   * For a `samples` climb: the floor where the climb is now, the fitted
+   * line's value (ramp) or the latest level (stairs) at the latest floor
+   * window's time (bytes, s since the epoch); the projection starts there.
+   */
+  floor: { t: number; bytes: number } | null;
+  /** For `stairs`: seconds between steps (one epoch); else null. */
+  interval: number | null;
+  /** For `samples`: when the cell's first busy sample was taken (s since the epoch); else null. */
+  cellStart: number | null;
 }
 
-/** Smallest climb that counts: 1 MiB per cell, or 1 MiB per minute inside a cell. */
+/**
+ * Smallest climb that counts: 1 MiB per cell, or 32 MiB per minute inside a
+ * cell (below that a GPU fills in days, and a floor read from samples
+ * wanders by a few MiB).
+ */
 export const MIN_RISE_PER_CELL = MiB;
-export const MIN_RISE_PER_MINUTE = MiB;
-/** Samples per floor point inside a long cell, and the fewest floor points. */
-export const FLOOR_SIZE = 5;
+export const MIN_RISE_PER_MINUTE = 32 * MiB;
+/** Fewest floor windows inside a long cell. */
 export const MIN_FLOOR_POINTS = 6;
+/**
+ * Shortest climb inside a cell (s): a warm-up that rises for its first
+ * seconds (optimizer state, cuDNN workspaces, AMP) and then stays flat is
+ * not a leak; over 7.5 s the flat part of a 4 s warm-up shows (the last
+ * third and the last {@link RECENT_S} seconds must still climb). 7 s let
+ * such a warm-up toast in the synthetic tests; 7.5 s toasts a ramp that
+ * began 0.5 s into the cell 10 s in.
+ */
+export const MIN_CLIMB_S = 7.5;
+/**
+ * Shortest climb inside a cell when the samples carry no `allocatedMin`
+ * (agents before 0.6.0): their floor windows are a few random phases of the
+ * sawtooth, noisy enough to need twice the time; stairs are not looked for.
+ */
+export const MIN_CLIMB_S_WITHOUT_READS = 16;
+/** Fewest floor windows without `allocatedMin` (each is only a few samples). */
+export const MIN_FLOOR_POINTS_WITHOUT_READS = 8;
+
+/** How many times the floor's noise a climb inside a cell must rise at least. */
+export const MIN_RISE_OVER_NOISE = 6;
+
+/** The recent stretch of a climb that must still climb (s). */
+export const RECENT_S = 4;
+
+/** What a climb inside a cell adds to a trend. */
+type CellClimb = Pick<
+  ILeakTrend,
+  | 'verdict'
+  | 'slope'
+  | 'r2'
+  | 'points'
+  | 'intercept'
+  | 'shape'
+  | 'since'
+  | 'floor'
+  | 'interval'
+>;
+
+/**
+ * Is the floor of one cell's samples climbing? Floor windows in time
+ * ({@link floorWindows}, their one-sided noise eroded), then two shapes: a
+ * steady line ({@link detectSteadyRise}, with its guards against one step,
+ * a curve that levels off and a sawtooth back to where it has been)
+ * spanning at least {@link MIN_CLIMB_S}, still climbing over its last
+ * {@link RECENT_S} seconds and rising {@link MIN_RISE_OVER_NOISE} times
+ * the floor's noise; else stairs ({@link detectStairs}, only from samples
+ * with `allocatedMin`).
+ *
+ * @param samples - the busy samples of one cell, in time order.
+ * @param device - CUDA device index.
+ * @param settings - minimum points and R².
+ * @returns the climb (slope in bytes per second), or null.
+ */
+export function cellClimb(
+  samples: ReadonlyArray<ISample>,
+  device: number,
+  settings: ILeakSettings
+): CellClimb | null {
+  const run = floorSamples(samples, device);
+  const reads = run.length > 0 && run.every(s => s.low !== null);
+  const minSpan = reads ? MIN_CLIMB_S : MIN_CLIMB_S_WITHOUT_READS;
+  const raw = floorWindows(run);
+  const windows = erodeFloor(raw);
+  const minPoints = Math.max(
+    reads ? MIN_FLOOR_POINTS : MIN_FLOOR_POINTS_WITHOUT_READS,
+    settings.leakMinPoints
+  );
+  if (windows.length < minPoints) {
+    return null;
+  }
+  const xs = windows.map(w => w.t);
+  const ys = windows.map(w => w.floor);
+  const samplesSince = (t: number) => run.filter(s => s.t >= t).length;
+  const line = detectSteadyRise(
+    ys,
+    {
+      minPoints,
+      minR2: settings.leakMinR2,
+      minSlope: MIN_RISE_PER_MINUTE / 60,
+      maxPoints: 1000,
+      minSpan
+    },
+    xs
+  );
+  const from = windows.length - line.points;
+  if (
+    line.verdict === 'rising' &&
+    stillClimbing(windows, line.slope) &&
+    aboveNoise(raw.slice(from), line)
+  ) {
+    const first = windows[from];
+    const latest = windows[windows.length - 1];
+    return {
+      ...line,
+      points: samplesSince(first.t - windowGap(windows)),
+      shape: 'ramp',
+      since: first.t,
+      floor: {
+        t: latest.t,
+        bytes: line.intercept + line.slope * latest.t
+      },
+      interval: null
+    };
+  }
+  if (!reads) {
+    return null;
+  }
+  const stairs = detectStairs(raw, {
+    minR2: settings.leakMinR2,
+    minSpan: MIN_CLIMB_S,
+    minStep: MIN_STAIR_STEP
+  });
+  if (!stairs || stairs.slope < MIN_RISE_PER_MINUTE / 60) {
+    return null;
+  }
+  return {
+    verdict: 'rising',
+    slope: stairs.slope,
+    r2: stairs.r2,
+    points: samplesSince(stairs.since),
+    intercept: stairs.floor.bytes - stairs.slope * stairs.floor.t,
+    shape: 'stairs',
+    since: stairs.since,
+    floor: stairs.floor,
+    interval: stairs.interval
+  };
+}
+
+/**
+ * Whether the floor still climbs over the last {@link RECENT_S} seconds at
+ * half the fitted slope at least: a warm-up that rose for a few seconds and
+ * has stayed flat since is not a climb, even while the line over all its
+ * windows still fits.
+ */
+function stillClimbing(
+  windows: ReadonlyArray<{ t: number; floor: number }>,
+  slope: number
+): boolean {
+  const latest = windows[windows.length - 1].t;
+  const recent = windows.filter(w => w.t >= latest - RECENT_S);
+  if (recent.length < 3) {
+    return true; // too few to tell (wide windows): the line's own checks decide
+  }
+  const fit = fitLine(
+    recent.map(w => w.t),
+    recent.map(w => w.floor)
+  );
+  return fit.slope >= 0.5 * slope;
+}
+
+/**
+ * Whether a fitted climb stands out of the floor's own noise: its rise over
+ * the stretch is at least {@link MIN_RISE_OVER_NOISE} times the median
+ * distance of the raw windows from the line. A window's floor lands above
+ * the true floor by a random amount (more when the sawtooth is tall and the
+ * reads few), and a run of unlucky windows can look like a short climb.
+ */
+function aboveNoise(
+  stretch: ReadonlyArray<{ t: number; floor: number }>,
+  fit: { slope: number; intercept: number }
+): boolean {
+  if (stretch.length < 2) {
+    return false;
+  }
+  const residuals = stretch.map(w =>
+    Math.abs(w.floor - (fit.intercept + fit.slope * w.t))
+  );
+  const span = stretch[stretch.length - 1].t - stretch[0].t;
+  return fit.slope * span >= MIN_RISE_OVER_NOISE * median(residuals);
+}
+
+/** The typical time between floor windows (s). */
+function windowGap(windows: ReadonlyArray<{ t: number }>): number {
+  return windows.length > 1
+    ? (windows[windows.length - 1].t - windows[0].t) / (windows.length - 1)
+    : 0;
+}
 
 /**
  * Leak trend of one device: first over the allocated value after each cell;
  * when that gives no verdict, over the samples of the latest long cell (the
- * one running now, else the last one), so a climb inside one training cell is
- * seen too.
+ * one running now, else the last one: {@link cellClimb}), so a climb inside
+ * one training cell is seen too.
  *
  * @param rows - per-cell rows for `device` ({@link cellRows}), oldest first.
  * @param samples - the model's samples, in time order.
@@ -297,20 +468,25 @@ export function leakTrend(
   device: number,
   settings: ILeakSettings
 ): ILeakTrend {
-  const options = {
-    minPoints: settings.leakMinPoints,
-    minR2: settings.leakMinR2
-  };
   const cells = detectSteadyRise(
     rows.map(r => r.after),
-    { ...options, minSlope: MIN_RISE_PER_CELL }
+    {
+      minPoints: settings.leakMinPoints,
+      minR2: settings.leakMinR2,
+      minSlope: MIN_RISE_PER_CELL
+    }
   );
   const byCells: ILeakTrend = {
     ...cells,
     basis: 'cells',
     device,
     rate: cells.slope,
-    executionCount: null
+    executionCount: null,
+    shape: null,
+    since: null,
+    floor: null,
+    interval: null,
+    cellStart: null
   };
   if (cells.verdict === 'rising') {
     return byCells;
@@ -335,41 +511,19 @@ export function leakTrend(
   while (begin > 0 && samples[begin - 1].busy) {
     begin--;
   }
-  const times: number[] = [];
-  const values: number[] = [];
-  for (let i = begin; i < end; i++) {
-    const value = allocatedOf(samples[i], device);
-    if (value === null) {
-      times.length = 0;
-      values.length = 0;
-      continue;
-    }
-    times.push(samples[i].t);
-    values.push(value);
-  }
-  const floor = floorSeries(times, values, FLOOR_SIZE);
-  if (floor.ys.length < Math.max(MIN_FLOOR_POINTS, options.minPoints)) {
+  if (begin >= end) {
     return byCells;
   }
-  const inside = detectSteadyRise(
-    floor.ys,
-    {
-      ...options,
-      minPoints: Math.max(MIN_FLOOR_POINTS, options.minPoints),
-      minSlope: MIN_RISE_PER_MINUTE / 60,
-      maxPoints: 1000
-    },
-    floor.xs
-  );
-  if (inside.verdict !== 'rising') {
+  const climb = cellClimb(samples.slice(begin, end), device, settings);
+  if (!climb) {
     return byCells;
   }
   return {
-    ...inside,
-    points: inside.points * FLOOR_SIZE,
+    ...climb,
     basis: 'samples',
     device,
-    rate: inside.slope * 60,
-    executionCount
+    rate: climb.slope * 60,
+    executionCount,
+    cellStart: samples[begin].t
   };
 }

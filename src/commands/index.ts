@@ -10,6 +10,7 @@
 import { addCleanCommand } from './clean';
 import { commandContext, type ICommandDeps } from './context';
 import { addDetachCommand } from './detach';
+import { addInterruptCommand } from './interrupt';
 import { addModelCommands } from './models';
 import { addRestartCommand } from './restart';
 import { addShutdownCommand } from './shutdown';
@@ -36,4 +37,5 @@ export function addCommands(deps: ICommandDeps): void {
   addVariableCommands(ctx);
   addShutdownCommand(ctx);
   addRestartCommand(ctx);
+  addInterruptCommand(ctx);
 }

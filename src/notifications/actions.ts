@@ -56,6 +56,24 @@ export class ToastActions {
   }
 
   /**
+   * Interrupt a kernel's running cell ({@link CommandIDs.interruptKernel});
+   * label "Interrupt kernel".
+   *
+   * @param displayType - `accent` where it is the toast's main button.
+   */
+  interruptKernel(
+    kernelId: string,
+    displayType?: Notification.ActionDisplayType
+  ): Notification.IAction {
+    return this._command(
+      CommandIDs.interruptKernel,
+      { kernelId },
+      this._trans.__('Interrupt kernel'),
+      displayType
+    );
+  }
+
+  /**
    * Open the VRAM panel ({@link CommandIDs.openPanel}).
    *
    * @param displayType - `accent` where it is the toast's main button.

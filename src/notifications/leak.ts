@@ -1,20 +1,29 @@
 /**
  * Leak trend: one warning per kernel while PyTorch's allocated memory climbs
  * steadily (cell after cell, or inside one long cell), updated in place as
- * the figures change. Across cells it names what the inventory already knows
- * holds the growth (`leakHolder`: the output cache, a graph holder...). Once the user closed it, it stays quiet until the
- * climb stops (the toast is then forgotten; a new climb warns again).
+ * the figures change. Inside a running cell it says when the GPU is full at
+ * that rate (`projectFull`) and offers Interrupt kernel; across cells, and
+ * once the climbing cell ended and its inventory came, it names what holds
+ * the growth (`leakHolder`: the output cache, a graph holder...) with its
+ * fix. Once the user closed it, it stays quiet until the climb stops (the
+ * toast is then forgotten; a new climb warns again).
  * Setting: `warnOnLeak` (and `leakMinPoints`, `leakMinR2`).
  */
 import { factsOf, findings } from '../analysis/findings';
+import { nextExecutionCount } from '../analysis/cells';
 import { findLeak, leakHolder } from '../analysis/leak';
-import { FLOOR_SIZE } from '../analysis/trend';
+import { projectFull } from '../analysis/projection';
 import type { GpuKernelModel } from '../model';
 import type { IGpuSettings } from '../tokens';
 import type { IRuleContext, IToastRule, RuleResult } from './rule';
 import { describeLeak } from './text';
 
-/** The leak-trend rule: Open VRAM panel, Don't warn again. */
+/**
+ * The leak-trend rule. While a cell climbs: Interrupt kernel, Open VRAM
+ * panel, Don't warn again, and the time until the GPU is full; once the
+ * cell's inventory names what held the growth: its fix (e.g. Fix… for a
+ * graph holder), Open VRAM panel, Don't warn again.
+ */
 export function leakRule({ trans, actions }: IRuleContext): IToastRule {
   /** When each kernel's trend was last checked: cells seen, sample seq. */
   const checked = new WeakMap<GpuKernelModel, { cells: number; seq: number }>();
@@ -24,8 +33,23 @@ export function leakRule({ trans, actions }: IRuleContext): IToastRule {
       return [];
     }
     const devices = model.latestSample?.devices.length ?? 1;
-    const holder = leakHolder(trend, findings(factsOf(model)));
-    const message = describeLeak(trend, trans, devices, holder);
+    const running = trend.basis === 'samples' && trend.executionCount === null;
+    const holder = running
+      ? null
+      : leakHolder(
+          trend,
+          findings(factsOf(model)),
+          model.inventory?.executionCount ?? null
+        );
+    const message = describeLeak(trend, trans, devices, holder, {
+      cell: running ? nextExecutionCount(model.cells) : null,
+      projection: running ? projectFull(trend, model.samples) : null
+    });
+    const fix = holder ? actions.fix(model.kernelId, holder) : null;
+    const dontWarn = actions.dontWarnAgain(
+      'warnOnLeak',
+      trans.__('Turn off leak-trend warnings in the settings')
+    );
     return [
       {
         key: '',
@@ -33,13 +57,15 @@ export function leakRule({ trans, actions }: IRuleContext): IToastRule {
         message,
         signature: message,
         autoClose: false,
-        actions: [
-          actions.openPanel('accent'),
-          actions.dontWarnAgain(
-            'warnOnLeak',
-            trans.__('Turn off leak-trend warnings in the settings')
-          )
-        ]
+        actions: running
+          ? [
+              actions.interruptKernel(model.kernelId, 'accent'),
+              actions.openPanel(),
+              dontWarn
+            ]
+          : fix
+            ? [fix, actions.openPanel(), dontWarn]
+            : [actions.openPanel('accent'), dontWarn]
       }
     ];
   };
@@ -49,8 +75,9 @@ export function leakRule({ trans, actions }: IRuleContext): IToastRule {
     describes: 'state',
     /**
      * Re-check when the trend can have changed: the first sample after a
-     * new inventory (the cell's "after" value), and every few samples while
-     * a cell runs (the trend inside a long cell).
+     * new inventory (the cell's "after" value), and every sample while a
+     * cell runs (the trend inside a long cell: its floor windows are a
+     * second long).
      */
     onChanged: (model, settings) => {
       const sample = model.latestSample;
@@ -62,10 +89,7 @@ export function leakRule({ trans, actions }: IRuleContext): IToastRule {
       const lastCell = model.cells[cells - 1];
       const afterNewCell =
         cells !== last?.cells && !!lastCell && sample.t >= lastCell.t;
-      const inLongCell =
-        sample.busy &&
-        sample.seq !== last?.seq &&
-        sample.seq % FLOOR_SIZE === 0;
+      const inLongCell = sample.busy && sample.seq !== last?.seq;
       if (!afterNewCell && !inLongCell) {
         return null;
       }

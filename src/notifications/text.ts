@@ -9,6 +9,7 @@ import type { TranslationBundle } from '@jupyterlab/translation';
 import {
   formatBytes,
   formatPlacement,
+  formatTimeLeft,
   listNames,
   MAX_TOAST,
   sumBytes
@@ -17,6 +18,7 @@ import type { IGraphRow } from '../analysis/graphs';
 import { namesModel } from '../analysis/findings/models';
 import type { IFinding } from '../analysis/findings/types';
 import { holderNames, IStackedGroup } from '../analysis/stacking';
+import type { IProjection } from '../analysis/projection';
 import type { ILeakTrend } from '../analysis/trend';
 import type { IAllocator, ICleaned, IModelInfo } from '../protocol';
 
@@ -102,39 +104,97 @@ export function describeStacking(
   return `${text.slice(0, MAX_TOAST - 1)}…`;
 }
 
+/** What the leak text knows besides the trend. */
+export interface ILeakContext {
+  /**
+   * The running cell's execution count, when the trend's own is null (the
+   * cell still runs): the kernel's next count; null gives `[*]`.
+   */
+  cell?: number | null;
+  /** When the climb fills the GPU ({@link projectFull}); its time is said while the cell runs. */
+  projection?: IProjection | null;
+}
+
 /**
  * Text of the leak-trend warning, e.g. "PyTorch allocated climbs ~12.0 MiB
- * per cell over 8 cells. Tensors kept alive? e.g. losses.append(loss)
- * instead of loss.item()". Kept under 140 characters.
+ * per cell over 8 cells. Tensors kept alive? e.g. losses.append(loss), not
+ * loss.item()", or inside a running cell "PyTorch allocated climbs ~7.9 GiB
+ * per minute in cell [12]; at this rate the GPU is full in ~17 min. Tensors
+ * kept alive? e.g. losses.append(loss)" (no time when the GPU would not fill
+ * within {@link PROJECTION_HORIZON_S}); once the cell ended "PyTorch
+ * allocated climbed ~7.9 GiB per minute in cell [12]." and what holds the
+ * growth. Kept under 140 characters: the hint shortens first.
  *
  * @param devices - how many devices the kernel sees (the device is named when several).
+ * @param holder - what the inventory names as holding the growth ({@link leakHolder}).
  */
 export function describeLeak(
   trend: ILeakTrend,
   trans: TranslationBundle,
   devices = 1,
-  holder: Pick<IFinding, 'kind' | 'subject'> | null = null
+  holder: Pick<IFinding, 'kind' | 'subject'> | null = null,
+  context: ILeakContext = {}
 ): string {
   const where = devices > 1 ? trans.__(' on cuda:%1', trend.device) : '';
-  const hint = holder
-    ? leakHint(holder, trans)
-    : trans.__('Tensors kept alive? e.g. losses.append(loss), not loss.item()');
-  const text =
-    trend.basis === 'cells'
-      ? trans.__(
-          'PyTorch allocated climbs ~%1 per cell over %2 cells%3. %4',
-          formatBytes(trend.rate),
-          trend.points,
-          where,
-          hint
-        )
-      : trans.__(
-          'PyTorch allocated climbs ~%1 per minute in cell %2%3. %4',
-          formatBytes(trend.rate),
-          trend.executionCount === null ? '[*]' : `[${trend.executionCount}]`,
-          where,
-          hint
-        );
+  const hints = holder
+    ? [leakHint(holder, trans)]
+    : [
+        trans.__(
+          'Tensors kept alive? e.g. losses.append(loss), not loss.item()'
+        ),
+        trans.__('Tensors kept alive? e.g. losses.append(loss)'),
+        trans.__('Tensors kept alive?')
+      ];
+  let text: string;
+  if (trend.basis === 'cells') {
+    text = trans.__(
+      'PyTorch allocated climbs ~%1 per cell over %2 cells%3.',
+      formatBytes(trend.rate),
+      trend.points,
+      where
+    );
+  } else {
+    const count = trend.executionCount ?? context.cell ?? null;
+    const cell = count === null ? '[*]' : `[${count}]`;
+    const rate = formatBytes(trend.rate);
+    const seconds = context.projection?.seconds ?? null;
+    if (trend.executionCount !== null) {
+      text = trans.__(
+        'PyTorch allocated climbed ~%1 per minute in cell %2%3.',
+        rate,
+        cell,
+        where
+      );
+    } else if (seconds === null) {
+      text = trans.__(
+        'PyTorch allocated climbs ~%1 per minute in cell %2%3.',
+        rate,
+        cell,
+        where
+      );
+    } else if (context.projection?.bound === 'limit') {
+      text = trans.__(
+        'PyTorch allocated climbs ~%1 per minute in cell %2%3; at this rate it reaches its allocator cap in ~%4.',
+        rate,
+        cell,
+        where,
+        formatTimeLeft(seconds)
+      );
+    } else {
+      text = trans.__(
+        'PyTorch allocated climbs ~%1 per minute in cell %2%3; at this rate the GPU is full in ~%4.',
+        rate,
+        cell,
+        where,
+        formatTimeLeft(seconds)
+      );
+    }
+  }
+  for (const hint of hints) {
+    if (text.length + 1 + hint.length <= MAX_TOAST) {
+      return `${text} ${hint}`;
+    }
+  }
   return text.length <= MAX_TOAST ? text : `${text.slice(0, MAX_TOAST - 1)}…`;
 }
 

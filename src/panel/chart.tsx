@@ -2,7 +2,10 @@
  * The VRAM time series (recharts, in the panel's lazy chunk): device used,
  * this kernel's process, PyTorch reserved and allocated, the two bands that
  * are not live tensors (PyTorch's cache, the CUDA context and libraries), a
- * dashed line at the device total and a marker at each cell. At most ~500 points are drawn
+ * dashed line at the device total and a marker at each cell; while the
+ * running cell's floor climbs, a dashed line from the floor at the fitted
+ * rate to where the GPU is full (`projectionLine`), and a mark at each epoch
+ * of a followed training (`epochMarks`). At most ~500 points are drawn
  * (min/max per bucket, so peaks stay visible).
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
@@ -19,8 +22,9 @@ import {
   YAxis
 } from 'recharts';
 import { downsampleMinMax } from '../analysis/downsample';
-import { formatBytes } from '../analysis/format';
+import { formatBytes, formatTimeLeft } from '../analysis/format';
 import { ChartRow, ICellMarker, SERIES, SeriesKey } from './data';
+import type { IEpochMark, IProjectionLine } from './projection';
 
 /** Most points handed to recharts. */
 export const MAX_CHART_POINTS = 500;
@@ -151,6 +155,10 @@ export interface IVramChartProps {
   markers: ReadonlyArray<ICellMarker>;
   /** `device`: the y axis spans the device (0 to total); `data`: zoomed to the figures. */
   scale: 'device' | 'data';
+  /** While the running cell's floor climbs: where it leads (dashed), and when the GPU is full. */
+  projection?: IProjectionLine | null;
+  /** Where each epoch of a followed training began. */
+  epochs?: ReadonlyArray<IEpochMark>;
   trans: TranslationBundle;
   /** Fixed size (tests; jsdom has no layout). Default: the panel's width, 220 px high. */
   size?: { width: number; height: number };
@@ -161,6 +169,8 @@ export interface IVramChartProps {
  */
 export function VramChart(props: IVramChartProps): JSX.Element {
   const { total, markers, scale, trans, size } = props;
+  const projection = props.projection ?? null;
+  const epochs = props.epochs ?? [];
   const data = downsampleMinMax(props.rows, SERIES, MAX_CHART_POINTS);
   const labels = seriesLabels(trans);
   const hints = seriesHints(trans);
@@ -183,7 +193,12 @@ export function VramChart(props: IVramChartProps): JSX.Element {
         dataKey="t"
         type="number"
         scale="time"
-        domain={['dataMin', 'dataMax']}
+        domain={[
+          'dataMin',
+          projection
+            ? (dataMax: number) => Math.max(dataMax, projection.xMax)
+            : 'dataMax'
+        ]}
         tickFormatter={formatClock}
         stroke="var(--jp-ui-font-color2)"
         tick={{ fill: 'var(--jp-ui-font-color2)', fontSize: 10 }}
@@ -226,6 +241,65 @@ export function VramChart(props: IVramChartProps): JSX.Element {
           }}
         />
       ))}
+      {epochs.map(mark => (
+        <ReferenceLine
+          key={`epoch-${mark.t}`}
+          x={mark.t}
+          className="jp-GpuHygiene-epochMarker"
+          stroke="var(--jp-ui-font-color3)"
+          strokeDasharray="1 3"
+          ifOverflow="hidden"
+          label={{
+            value: trans.__('epoch %1', mark.epoch),
+            position: 'insideBottomLeft',
+            fill: 'var(--jp-ui-font-color2)',
+            fontSize: 9
+          }}
+        />
+      ))}
+      {projection && (
+        <ReferenceLine
+          segment={projection.segment}
+          className="jp-GpuHygiene-projection"
+          stroke="var(--jp-error-color1)"
+          strokeDasharray="4 3"
+          strokeWidth={1.5}
+          ifOverflow="extendDomain"
+          label={{
+            value:
+              projection.bound === 'limit'
+                ? trans.__('cap in ~%1', formatTimeLeft(projection.seconds))
+                : trans.__('full in ~%1', formatTimeLeft(projection.seconds)),
+            position: 'insideTopRight',
+            fill: 'var(--jp-error-color1)',
+            fontSize: 10
+          }}
+        />
+      )}
+      {projection?.full !== null && projection?.full !== undefined && (
+        <ReferenceLine
+          x={projection.full}
+          className="jp-GpuHygiene-fullMarker"
+          stroke="var(--jp-error-color1)"
+          strokeDasharray="2 2"
+          ifOverflow="extendDomain"
+        />
+      )}
+      {projection?.limit !== null && projection?.limit !== undefined && (
+        <ReferenceLine
+          y={projection.limit}
+          className="jp-GpuHygiene-limitLine"
+          stroke="var(--jp-warn-color1)"
+          strokeDasharray="6 4"
+          ifOverflow={scale === 'device' ? 'extendDomain' : 'hidden'}
+          label={{
+            value: trans.__('cap %1', formatBytes(projection.limit)),
+            position: 'insideTopLeft',
+            fill: 'var(--jp-ui-font-color2)',
+            fontSize: 10
+          }}
+        />
+      )}
       {total !== null && (
         <ReferenceLine
           y={total}

@@ -4,7 +4,7 @@
  */
 import { memoryBands } from '../analysis/bands';
 import { factsOf, findings, IFinding } from '../analysis/findings';
-import { cellRows, ICellRow } from '../analysis/cells';
+import { cellRows, ICellRow, nextExecutionCount } from '../analysis/cells';
 import type { SeriesRow } from '../analysis/downsample';
 import { epochsByCell, ICellEpochs } from '../analysis/epochs';
 import { graphRows, IGraphRow } from '../analysis/graphs';
@@ -17,10 +17,17 @@ import {
   rootsSummary,
   tensorRows
 } from '../analysis/holders';
+import { projectFull } from '../analysis/projection';
 import { ILeakTrend, leakTrend } from '../analysis/trend';
 import type { AgentStatus, GpuKernelModel } from '../model';
 import type { ISample, ITensorInfo } from '../protocol';
 import type { IGpuSettings } from '../tokens';
+import {
+  epochMarks,
+  IEpochMark,
+  IProjectionLine,
+  projectionLine
+} from './projection';
 
 /** The chart's series, in drawing order. */
 export const SERIES = [
@@ -96,6 +103,15 @@ export interface IPanelData {
   truncated: boolean;
   /** Leak trend of `device` (verdict `no-data` without a GPU). */
   trend: ILeakTrend;
+  /**
+   * While the running cell's floor climbs on `device`: the chart's line from
+   * the floor to where the GPU is full; else null.
+   */
+  projection: IProjectionLine | null;
+  /** Where each epoch of a training the agent follows began, within the chart's range. */
+  epochs: IEpochMark[];
+  /** The running cell's execution count while a cell runs (the kernel's next), else null. */
+  runningCell: number | null;
 }
 
 /** Chart rows of one device; a sample without that device gives nulls. */
@@ -184,6 +200,7 @@ export function panelData(
   const from = samples.length ? samples[0].t : 0;
   const to = samples.length ? samples[samples.length - 1].t : 0;
   const hello = model.hello;
+  const trend = leakTrend(cells, samples, chosen, settings);
   return {
     status: model.status,
     detail:
@@ -207,6 +224,14 @@ export function panelData(
     graphs: graphRows(model.inventory),
     findings: findings(factsOf(model)),
     truncated: model.inventory?.truncated ?? false,
-    trend: leakTrend(cells, samples, chosen, settings)
+    trend,
+    projection:
+      gpu && trend.basis === 'samples' && trend.executionCount === null
+        ? projectionLine(projectFull(trend, samples), { from, to })
+        : null,
+    epochs: epochMarks(samples, { from, to }),
+    runningCell: model.latestSample?.busy
+      ? nextExecutionCount(model.cells)
+      : null
   };
 }

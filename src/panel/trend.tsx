@@ -8,6 +8,10 @@ import React from 'react';
 import { formatBytes } from '../analysis/format';
 import type { ILeakTrend } from '../analysis/trend';
 
+function cellLabel(count: number | null): string {
+  return count === null ? '[*]' : `[${count}]`;
+}
+
 /**
  * The leak trend, one sentence: rising (with the rate per cell or per
  * minute and R²), flat, too few cells, no CUDA allocator figures yet, or no
@@ -24,6 +28,8 @@ export function TrendSummary(props: {
   cells: number;
   /** Cells needed for a verdict (the `leakMinPoints` setting). */
   minPoints: number;
+  /** The running cell's execution count (the kernel's next), for a climb inside it; null: `[*]`. */
+  runningCell?: number | null;
   /** Translations. */
   trans: TranslationBundle;
 }): JSX.Element {
@@ -47,7 +53,7 @@ export function TrendSummary(props: {
         : trans.__(
             'Leak trend: allocated climbs ~%1 per minute inside cell %2 (%3 samples, R² %4). Something keeps tensors alive from step to step, e.g. losses.append(loss) instead of loss.item().',
             formatBytes(trend.rate),
-            trend.executionCount === null ? '[*]' : `[${trend.executionCount}]`,
+            cellLabel(trend.executionCount ?? props.runningCell ?? null),
             trend.points,
             trend.r2.toFixed(2)
           );

@@ -190,6 +190,8 @@ function ChartSection(
             rows={data.rows}
             total={data.total}
             markers={data.markers}
+            projection={data.projection}
+            epochs={data.epochs}
             scale={props.scale}
             trans={trans}
             size={props.chartSize}
@@ -285,6 +287,7 @@ export function PanelContent(props: IPanelContentProps): JSX.Element {
         gpu={data.gpu || waiting}
         cells={data.cells.length}
         minPoints={props.settings.leakMinPoints}
+        runningCell={data.runningCell}
         trans={trans}
       />
       <HoldersSection {...props} />

@@ -61,7 +61,7 @@ UUIDS = ["GPU-aaaa-1111", "GPU-bbbb-2222", "GPU-cccc-3333", None]
     ],
 )
 def test_cuda_visible_devices_mapping(agent, env, expected):
-    assert agent.devices.cuda_visible_nvml_indices(env, UUIDS) == expected
+    assert agent.visible.cuda_visible_nvml_indices(env, UUIDS) == expected
 
 
 def test_model_stats_counts_shared_storages_once_and_includes_gradients(agent):

@@ -80,7 +80,7 @@ function setup() {
     translator: nullTranslator,
     trans
   });
-  return { commands, inserted, model, notebook };
+  return { commands, inserted, model, notebook, panel };
 }
 
 describe('Clean GPU', () => {
@@ -322,6 +322,26 @@ describe('issue 17: delete an owner variable, restart says what it returns', () 
     expect(commands.caption(CommandIDs.restartKernel, {})).toBe(
       'Restart the kernel: frees all its VRAM (700.0 MiB, of which 636.0 MiB CUDA context and libraries that nothing else frees) and loses all variables'
     );
+  });
+});
+
+describe('Interrupt Kernel', () => {
+  it('interrupts the kernel of the notebook that runs it; disabled without one', async () => {
+    const { commands, panel } = setup();
+    const args = { kernelId: 'k1' };
+    expect(commands.label(CommandIDs.interruptKernel, args)).toBe(
+      'Interrupt Kernel'
+    );
+    // the fake panel's session context has no kernel yet
+    expect(commands.isEnabled(CommandIDs.interruptKernel, args)).toBe(false);
+    expect(await commands.execute(CommandIDs.interruptKernel, args)).toBe(
+      false
+    );
+    const interrupt = jest.fn(async () => undefined);
+    (panel as any).sessionContext = { session: { kernel: { interrupt } } };
+    expect(commands.isEnabled(CommandIDs.interruptKernel, args)).toBe(true);
+    expect(await commands.execute(CommandIDs.interruptKernel, args)).toBe(true);
+    expect(interrupt).toHaveBeenCalledTimes(1);
   });
 });
 

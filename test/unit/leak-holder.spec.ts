@@ -87,4 +87,41 @@ describe('leak trend: naming what the inventory knows holds the growth', () => {
       'losses.append(loss)'
     );
   });
+
+  /** A cell whose floor climbed 490 MiB an epoch of 4 s (~7.2 GiB/min) for 30 s: ~3.6 GiB in all. */
+  const climbed = (executionCount: number | null) =>
+    trend({
+      basis: 'samples',
+      executionCount,
+      slope: (490 * MiB) / 4,
+      rate: ((490 * MiB) / 4) * 60,
+      shape: 'stairs',
+      since: 1000,
+      floor: { t: 1030, bytes: 5000 * MiB },
+      interval: 4
+    });
+
+  it('once the climbing cell ended, its inventory names the graph holder, with its fix in the text', () => {
+    const holders = [
+      finding('graph-holder', 'val_losses', 3500),
+      finding('cuda-tensors', 'batch', 64)
+    ];
+    // the inventory of cell [7], the one that climbed
+    const holder = leakHolder(climbed(7), holders, 7);
+    expect(holder?.subject).toBe('val_losses');
+    expect(describeLeak(climbed(7), trans, 1, holder)).toBe(
+      'PyTorch allocated climbed ~7.2 GiB per minute in cell [7]. val_losses keeps autograd graphs: store loss.item().'
+    );
+  });
+
+  it('not before that cell’s own inventory came, and not for a holder of less than half the climb', () => {
+    const holders = [finding('graph-holder', 'val_losses', 3500)];
+    expect(leakHolder(climbed(null), holders, 6)).toBeNull(); // still running
+    expect(leakHolder(climbed(7), holders, 6)).toBeNull(); // the previous cell's inventory
+    expect(leakHolder(climbed(7), holders)).toBeNull();
+    // 1.5 GiB of a ~3.6 GiB climb: something else holds most of it
+    expect(
+      leakHolder(climbed(7), [finding('graph-holder', 'val_losses', 1500)], 7)
+    ).toBeNull();
+  });
 });

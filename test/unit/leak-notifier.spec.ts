@@ -5,7 +5,8 @@ import { GpuKernelModel } from '../../src/model';
 import { describeLeak, findLeak, GpuNotifier } from '../../src/notifications';
 import type { ISample } from '../../src/protocol';
 import { DEFAULT_SETTINGS } from '../../src/tokens';
-import { c01Inventory, OneModelMonitor } from './fixtures';
+import { c01Inventory, graphHolder, OneModelMonitor } from './fixtures';
+import * as shapes from './leakshapes';
 
 const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
 const MiB = 2 ** 20;
@@ -137,6 +138,62 @@ describe('leak-trend toast', () => {
     notifier.dispose();
   });
 
+  it('inside a running cell: the time to full and Interrupt kernel; once the cell ended, its graph holder and Fix…', () => {
+    const model = new GpuKernelModel({ kernelId: 'k4' });
+    const notifier = new GpuNotifier({
+      monitor: new OneModelMonitor(model, { warnOnStackedModels: false }),
+      commands: new CommandRegistry(),
+      trans
+    });
+    model.apply({ ...c01Inventory(), models: [], executionCount: 11, t: 999 });
+    // cell [12]: 490 MiB of validation losses kept every 4 s epoch
+    const busy = shapes.sampleShape(shapes.stairsLeak(4), {
+      intervalS: 1,
+      subReads: true,
+      seed: 1
+    });
+    for (const sample of busy.slice(0, 30)) {
+      model.apply(sample);
+    }
+    expect(warnings()).toHaveLength(1);
+    expect(warnings()[0].message).toMatch(
+      /^PyTorch allocated climbs ~7\.\d GiB per minute in cell \[12\]; at this rate the GPU is full in ~\d+ min\./
+    );
+    expect(warnings()[0].options.actions?.map(a => a.label)).toEqual([
+      'Interrupt kernel',
+      'Open VRAM panel',
+      "Don't warn again"
+    ]);
+    // the cell ends: its inventory (cell [12]) names the list that kept the graphs
+    const last = busy[29];
+    model.apply({
+      ...c01Inventory(),
+      models: [],
+      executionCount: 12,
+      t: last.t + 0.2,
+      durationMs: 5,
+      graphs: [graphHolder({ count: 7, bytes: { 'cuda:0': 7 * 490 * MiB } })]
+    });
+    model.apply({ ...last, t: last.t + 0.3, seq: last.seq + 1, busy: false });
+    // the same leak toast, updated; the graph-holder rule raises its own
+    const leak = warnings().filter(n =>
+      n.message.startsWith('PyTorch allocated')
+    );
+    expect(leak).toHaveLength(1);
+    expect(leak[0].message).toMatch(
+      /^PyTorch allocated climbed ~7\.\d GiB per minute in cell \[12\]\. val_losses keeps autograd graphs: store loss\.item\(\)\.$/
+    );
+    expect(leak[0].options.actions?.map(a => a.label)).toEqual([
+      'Fix…',
+      'Open VRAM panel',
+      "Don't warn again"
+    ]);
+    expect(warnings().map(n => n.message)).toContain(
+      'val_losses keeps 7 autograd graphs alive (~3.3 GiB on cuda:0): store loss.item() or loss.detach(), or run evaluation under torch.no_grad().'
+    );
+    notifier.dispose();
+  });
+
   it('names the device when there are several and stays within 140 characters', () => {
     const text = describeLeak(
       {
@@ -147,13 +204,19 @@ describe('leak-trend toast', () => {
         slope: 0,
         r2: 0.97,
         points: 600,
-        executionCount: 12345
+        intercept: 0,
+        executionCount: 12345,
+        shape: 'ramp',
+        since: 1000,
+        floor: { t: 1060, bytes: 2 * GiB },
+        interval: null,
+        cellStart: 1000
       },
       trans,
       8
     );
     expect(text).toBe(
-      'PyTorch allocated climbs ~1.2 GiB per minute in cell [12345] on cuda:3. Tensors kept alive? e.g. losses.append(loss), not loss.item()'
+      'PyTorch allocated climbed ~1.2 GiB per minute in cell [12345] on cuda:3. Tensors kept alive? e.g. losses.append(loss), not loss.item()'
     );
     expect(text.length).toBeLessThanOrEqual(140);
   });

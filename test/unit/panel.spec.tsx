@@ -19,6 +19,7 @@ import {
 } from '../../src/analysis/holders';
 import { DEFAULT_SETTINGS } from '../../src/tokens';
 import { c01Inventory, c08Inventory, graphHolder, held } from './fixtures';
+import * as shapes from './leakshapes';
 
 // Record what the chart hands to recharts, and still render the real chart.
 const chartData: unknown[][] = [];
@@ -129,6 +130,45 @@ describe('VramChart', () => {
       'CUDA context and libraries (until restart)512.0 MiB',
       'Device total141.0 GiB'
     ]);
+  });
+
+  it('draws the running cell’s projection to full and a mark at each epoch', () => {
+    const model = new GpuKernelModel({ kernelId: 'k' });
+    // a cell whose validations keep 490 MiB every 4 s epoch; the trainer's progress on each sample
+    const busy = shapes.sampleShape(shapes.stairsLeak(4), {
+      intervalS: 1,
+      subReads: true,
+      seed: 1
+    });
+    for (const sample of busy.slice(0, 30)) {
+      const epoch = Math.floor((sample.t - shapes.T0 - 0.5) / 4);
+      model.apply({
+        ...sample,
+        ...(epoch >= 0 ? { progress: { epoch, epochs: 10 } } : {})
+      } as typeof sample);
+    }
+    const data = panelData(model, DEFAULT_SETTINGS, null);
+    expect(data.trend.verdict).toBe('rising');
+    expect(data.projection).not.toBeNull();
+    expect(data.projection!.segment[0].y).toBe(data.trend.floor!.bytes);
+    expect(data.epochs.map(m => m.epoch)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    const { container } = render(
+      <VramChart
+        rows={data.rows}
+        total={data.total}
+        markers={data.markers}
+        projection={data.projection}
+        epochs={data.epochs}
+        scale="device"
+        trans={trans}
+        size={{ width: 600, height: 240 }}
+      />
+    );
+    const texts = Array.from(container.querySelectorAll('svg text')).map(
+      t => t.textContent
+    );
+    expect(texts).toContain('epoch 2');
+    expect(texts.some(t => /^full in ~\d+ min$/.test(t ?? ''))).toBe(true);
   });
 
   it('places a marker at the cell with its execution count', () => {
@@ -359,6 +399,16 @@ describe('PanelContent', () => {
   });
 });
 
+/** What a trend over cells has none of. */
+const CELLS_BASIS = {
+  intercept: 0,
+  shape: null,
+  since: null,
+  floor: null,
+  interval: null,
+  cellStart: null
+};
+
 describe('TrendSummary and CellTable', () => {
   it('words a rising trend and the empty states', () => {
     const { container, rerender } = render(
@@ -371,7 +421,8 @@ describe('TrendSummary and CellTable', () => {
           slope: 12 * MiB,
           r2: 0.99,
           points: 8,
-          executionCount: null
+          executionCount: null,
+          ...CELLS_BASIS
         }}
         gpu={true}
         cells={8}
@@ -392,7 +443,8 @@ describe('TrendSummary and CellTable', () => {
           slope: 0,
           r2: 0,
           points: 2,
-          executionCount: null
+          executionCount: null,
+          ...CELLS_BASIS
         }}
         gpu={true}
         cells={2}

@@ -326,3 +326,30 @@ describe('inventory owners (issue 17, item 4)', () => {
     expect(bad([{ ...owner.holds[1], bytes: { cpu: -1 } }])).toBe(false);
   });
 });
+
+describe('sample: the floor between samples and the allocator cap (issue 15)', () => {
+  const withDevice = (extra: Record<string, unknown>) => {
+    const sample = gpuSample(1, 2);
+    return { ...sample, devices: [{ ...sample.devices[0], ...extra }] };
+  };
+
+  it('accepts allocatedMin and limit as bytes or null, and a sample without them (an older agent)', () => {
+    const parsed = parseKernelMessage(
+      withDevice({ allocatedMin: 512, limit: 40 * 2 ** 30 })
+    );
+    expect(parsed.ok).toBe(true);
+    if (parsed.ok && parsed.message.type === 'sample') {
+      expect(parsed.message.devices[0].allocatedMin).toBe(512);
+      expect(parsed.message.devices[0].limit).toBe(40 * 2 ** 30);
+    }
+    expect(
+      parseKernelMessage(withDevice({ allocatedMin: null, limit: null })).ok
+    ).toBe(true);
+    expect(parseKernelMessage(gpuSample(1, 2)).ok).toBe(true);
+  });
+
+  it('rejects negative or fractional bytes', () => {
+    expect(parseKernelMessage(withDevice({ allocatedMin: -1 })).ok).toBe(false);
+    expect(parseKernelMessage(withDevice({ limit: 1.5 })).ok).toBe(false);
+  });
+});

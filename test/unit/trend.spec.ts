@@ -1,10 +1,5 @@
 import type { ICellRow } from '../../src/analysis/cells';
-import {
-  detectSteadyRise,
-  fitLine,
-  floorSeries,
-  leakTrend
-} from '../../src/analysis/trend';
+import { detectSteadyRise, fitLine, leakTrend } from '../../src/analysis/trend';
 import type { ISample } from '../../src/protocol';
 
 const MiB = 2 ** 20;
@@ -136,15 +131,6 @@ describe('detectSteadyRise (per cell)', () => {
     expect(detectSteadyRise(values, options)).toMatchObject({
       verdict: 'too-few',
       points: 2
-    });
-  });
-});
-
-describe('floorSeries', () => {
-  it('takes the minimum of each run', () => {
-    expect(floorSeries([0, 1, 2, 3, 4, 5], [5, 1, 4, 9, 2, 8], 3)).toEqual({
-      xs: [2, 5],
-      ys: [1, 2]
     });
   });
 });

@@ -49,6 +49,7 @@ MODULES = (
     "paths",
     "walk",
     "roots",
+    "visible",
     "devices",
     "gpuprocs",
     "allocator",

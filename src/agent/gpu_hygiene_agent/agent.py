@@ -48,11 +48,13 @@ class Agent:
         self.tracker = ModuleTracker()
         self.transport = Transport()
         self.comms = self.transport.comms  # comm_id -> comm (the transport's dict)
-        self.sampler = SamplerThread(self, self._tick, self._slow_tick)
+        self.devices = DeviceSampler()
+        self.sampler = SamplerThread(
+            self, self._tick, self._slow_tick, self.devices.read_low, self._reading
+        )
         self.stop_event = self.sampler.stop_event
         self.sample_seq = itertools.count(1)
         self.clean_snapshot = None
-        self.devices = DeviceSampler()
         self.progress = ProgressReader(self.tracker)  # the Ultralytics trainer's epoch
         self.pid = os.getpid()
         self.gpu_processes = GpuProcesses(self.pid)
@@ -310,6 +312,11 @@ class Agent:
                 self.error("sample", exc)
             else:
                 self.broadcast(payload)
+
+    def _reading(self):
+        """Whether the sampler thread reads allocated between samples: while a user cell runs,
+        a comm listens and torch holds memory on a device (at the last sample)."""
+        return self.busy and bool(self.comms) and self.devices.reads_wanted()
 
     def _slow_tick(self):
         """The sampler thread's slower turn (every 2 s): ``gpuProcesses`` to every open comm

@@ -7,11 +7,11 @@ privileges), and a ``MIG-<uuid>`` entry of ``CUDA_VISIBLE_DEVICES`` is its own d
 
 import contextlib
 import os
-import re
 import time
 from typing import NamedTuple
 
 from .util import cuda_initialized, describe, torch_module
+from .visible import cuda_visible_targets, mig_instances, nvml_text
 
 
 class Device(NamedTuple):
@@ -75,55 +75,6 @@ class AllocatorMemory(NamedTuple):
     reserved: int
 
 
-def cuda_visible_targets(env_value, nvml_uuids, mig_uuids=()):
-    """Map CUDA device indices to NVML devices, following ``CUDA_VISIBLE_DEVICES``.
-
-    ``env_value``: the variable's value (str) or None when unset. ``nvml_uuids``: list of the
-    NVML devices' UUID strings, by NVML index (length = NVML device count). ``mig_uuids``:
-    [(nvml index, slot, uuid)] of the MIG instances of GPUs in MIG mode (``slot``: the
-    instance's position among its GPU's).
-    Returns a list of (nvml index, slot); position ``i`` is CUDA device ``i``, ``slot`` is None
-    for a whole GPU. Entries are integer indices, GPU UUIDs (``GPU-...``, a unique prefix is
-    enough, "GPU-" may be left out) or MIG UUIDs (``MIG-...``, a unique prefix); like CUDA,
-    the list ends at the first entry that is invalid, unknown or repeated. NVML and CUDA are
-    assumed to enumerate devices in the same (PCI bus) order, which is CUDA's order with
-    ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` and in practice on single-model machines.
-    """
-    count = len(nvml_uuids)
-    if env_value is None:
-        return [(i, None) for i in range(count)]
-    result = []
-    for token in env_value.split(","):
-        token = token.strip()
-        if not token:
-            break
-        if re.fullmatch(r"[+-]?\d+", token):
-            index = int(token)
-            if index < 0 or index >= count:
-                break
-            target = (index, None)
-        elif token.upper().startswith("MIG-"):
-            found = [(i, slot) for i, slot, uuid in mig_uuids if uuid and uuid.startswith(token)]
-            if len(found) != 1:
-                break
-            target = found[0]
-        else:
-            wanted = token if token.upper().startswith("GPU-") else "GPU-" + token
-            matches = [i for i, uuid in enumerate(nvml_uuids) if uuid and uuid.startswith(wanted)]
-            if len(matches) != 1:
-                break
-            target = (matches[0], None)
-        if target in result:
-            break
-        result.append(target)
-    return result
-
-
-def cuda_visible_nvml_indices(env_value, nvml_uuids):
-    """``cuda_visible_targets`` without MIG instances: the NVML indices (list of int)."""
-    return [index for index, _slot in cuda_visible_targets(env_value, nvml_uuids)]
-
-
 def torch_memory():
     """{device: AllocatorMemory} when CUDA is initialised, else None."""
     torch = torch_module()
@@ -138,8 +89,36 @@ def torch_memory():
     return out
 
 
-def _text(value):
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+def allocated_now(torch, index):
+    """torch's allocated bytes on device ``index`` (int): from the nested statistics dict, which
+    skips the flattening ``memory_allocated`` does (the agent reads it every ~20 ms while a cell
+    runs); ``memory_allocated`` where that dict is missing or shaped otherwise."""
+    try:
+        stats = torch.cuda.memory_stats_as_nested_dict(index)
+        return int(stats["allocated_bytes"]["all"]["current"])
+    except Exception:
+        return int(torch.cuda.memory_allocated(index))
+
+
+def allocator_limit(torch, index, totals=None):
+    """The caching allocator's cap on device ``index`` in bytes (int), or None when no cap is
+    set (fraction 1.0) or torch cannot say (older torch without
+    ``get_per_process_memory_fraction``, or an error). The cap is the fraction
+    (``torch.cuda.set_per_process_memory_fraction``) times the device's total memory as torch
+    knows it (``get_device_properties(index).total_memory``, kept in ``totals``, a dict, when
+    given). Only call with CUDA initialised (both calls would initialise it otherwise)."""
+    try:
+        fraction = float(torch.cuda.get_per_process_memory_fraction(index))
+        if not 0 <= fraction < 1:
+            return None
+        total = totals.get(index) if totals is not None else None
+        if total is None:
+            total = int(torch.cuda.get_device_properties(index).total_memory)
+            if totals is not None:
+                totals[index] = total
+        return int(fraction * total)
+    except Exception:
+        return None
 
 
 def _empty_entry(index, total):
@@ -150,6 +129,8 @@ def _empty_entry(index, total):
         "process": None,
         "allocated": None,
         "reserved": None,
+        "allocatedMin": None,
+        "limit": None,
     }
 
 
@@ -173,6 +154,9 @@ class DeviceSampler:
         self._memory_v2 = True
         self._listed = {}  # CUDA index -> _Listed: the last compute-process list read
         self._no_graphics = set()  # CUDA indices whose driver lists no graphics processes
+        self._lows = {}  # CUDA index -> lowest allocated read since the last sample (read_low)
+        self._totals = {}  # CUDA index -> total memory as torch knows it (allocator_limit)
+        self._active = []  # CUDA indices where torch reserved memory at the last sample
 
     def start(self):
         """Initialise NVML and list the devices; failures end up in ``nvml_error``."""
@@ -202,10 +186,10 @@ class DeviceSampler:
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
             handles.append(handle)
             try:
-                uuids.append(_text(pynvml.nvmlDeviceGetUUID(handle)))
+                uuids.append(nvml_text(pynvml.nvmlDeviceGetUUID(handle)))
             except Exception:
                 uuids.append(None)
-        migs = [_mig_instances(pynvml, handle) for handle in handles]
+        migs = [mig_instances(pynvml, handle) for handle in handles]
         mig_uuids = [
             (i, slot, uuid) for i, found in enumerate(migs) for slot, (_h, uuid) in enumerate(found)
         ]
@@ -218,7 +202,7 @@ class DeviceSampler:
                 instances = tuple(h for h, _uuid in migs[nvml_index])
             else:
                 (handle, uuid), mig, instances = migs[nvml_index][slot], True, ()
-            name = _text(pynvml.nvmlDeviceGetName(handle))
+            name = nvml_text(pynvml.nvmlDeviceGetName(handle))
             total = int(self._memory(pynvml, handle).total)
             devices.append(
                 Device(cuda_index, handle, name, total, uuid, nvml_index, mig, instances)
@@ -330,15 +314,39 @@ class DeviceSampler:
             for d in self.devices
         ]
 
+    def reads_wanted(self):
+        """Whether ``read_low`` has a device to read (bool): torch reserved memory on one at the
+        last sample. A kernel without CUDA (or before its first CUDA tensor) is not woken every
+        20 ms for nothing."""
+        return bool(self._active)
+
+    def read_low(self):
+        """Read torch's allocated bytes on each device and keep the lowest since the last
+        ``sample`` (its ``allocatedMin``); nothing when CUDA is not initialised. Sampler thread
+        only (every ~20 ms while a cell runs); only the devices where torch reserved memory at
+        the last sample (reading one costs ~20-100 us); never raises."""
+        torch = torch_module()
+        if not cuda_initialized(torch):
+            return
+        try:
+            for index in self._active:
+                value = allocated_now(torch, index)
+                low = self._lows.get(index)
+                self._lows[index] = value if low is None else min(low, value)
+        except Exception:
+            pass
+
     def sample(self, on_error=None):
         """Per-device figures for ``sample`` (list of dicts sorted by CUDA index): ``used`` /
         ``total`` device memory and ``process`` (this pid's share) from NVML, ``allocated`` /
         ``reserved`` from torch, ``cached`` (reserved - allocated) and ``nonTorch`` (process -
-        reserved); bytes, None where not measurable. ``processHidden``: NVML lists no process
-        with this pid although torch reserves memory (another pid namespace). NVML failures are
-        passed to ``on_error(exception)``. The compute-process list is read again only when
-        the device's used memory moved or the last read is ``LIST_MAX_AGE`` s old (sampler
-        thread only)."""
+        reserved); bytes, None where not measurable. ``allocatedMin``: the lowest allocated of
+        this sample and the ``read_low`` reads since the previous sample; ``limit``: the
+        allocator's cap (``allocator_limit``) on a device where torch reserves memory, else
+        None. ``processHidden``: NVML lists no process with this pid although torch reserves
+        memory (another pid namespace). NVML failures are passed to ``on_error(exception)``.
+        The compute-process list is read again only when the device's used memory moved or the
+        last read is ``LIST_MAX_AGE`` s old (sampler thread only)."""
         devices = {}
         if self.nvml is not None:
             for device in self.devices:
@@ -349,8 +357,13 @@ class DeviceSampler:
                 entry = devices.get(index)
                 if entry is None:
                     entry = devices[index] = _empty_entry(index, None)
-                entry["allocated"] = int(torch.cuda.memory_allocated(index))
+                entry["allocated"] = allocated = int(torch.cuda.memory_allocated(index))
                 entry["reserved"] = int(torch.cuda.memory_reserved(index))
+                low = self._lows.get(index)
+                entry["allocatedMin"] = allocated if low is None else min(low, allocated)
+                # only where this process holds memory (the device has its context)
+                if entry["reserved"] > 0:
+                    entry["limit"] = allocator_limit(torch, index, self._totals)
                 # On the device (memory reserved) but NVML did not list our pid: another pid
                 # namespace (containers). Unknown rather than 0.
                 if entry["process"] == 0 and entry["reserved"] > 0:
@@ -365,6 +378,8 @@ class DeviceSampler:
             entry["nonTorch"] = max(0, process - reserved) if both else None
             entry.setdefault("processHidden", False)
         self.hidden = {i: entry["processHidden"] for i, entry in devices.items()}
+        self._lows = {}
+        self._active = [i for i, e in sorted(devices.items()) if e["reserved"]]
         return [devices[i] for i in sorted(devices)]
 
     def _nvml_entry(self, device, on_error):
@@ -388,28 +403,3 @@ class DeviceSampler:
             if on_error is not None:
                 on_error(exc)
         return entry
-
-
-def _mig_instances(nvml, handle):
-    """[(MIG device handle, uuid or None)] of a GPU in MIG mode; [] for any other GPU, or
-    where the driver or pynvml cannot say (``nvmlDeviceGetMigMode`` answers "not supported" on
-    GPUs without MIG)."""
-    try:
-        current = nvml.nvmlDeviceGetMigMode(handle)[0]
-        if current != getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
-            return []
-        count = int(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))
-    except Exception:
-        return []
-    out = []
-    for slot in range(count):
-        try:
-            mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
-        except Exception:
-            continue  # no instance in this slot ("not found")
-        try:
-            uuid = _text(nvml.nvmlDeviceGetUUID(mig))
-        except Exception:
-            uuid = None
-        out.append((mig, uuid))
-    return out

@@ -1,6 +1,6 @@
 """Names, versions and bounds of the agent (constants only; every other module reads them here)."""
 
-AGENT_VERSION = "0.5.0"
+AGENT_VERSION = "0.6.0"
 PROTOCOL = 2
 MODULE_NAME = "_jupyterlab_gpu_hygiene_agent"  # the package's name in sys.modules
 COMM_TARGET = "jupyterlab_gpu_hygiene.v1"
@@ -9,6 +9,10 @@ CLEAN_MARKER = "# gpu-hygiene: clear_gpu"
 MIN_INTERVAL_MS = 250
 DEFAULT_INTERVAL_MS = 1000
 SLOW_INTERVAL_MS = 2000  # the sampler thread's slower facts (gpuProcesses), at most this often
+# While a user cell runs, the sampler thread also reads torch's allocated bytes every READ_MS
+# (each wait drawn from READ_MS * [0.5, 1.5), so that reads fall on random phases of a training
+# step) and each sample reports the lowest read since the previous one (``allocatedMin``).
+READ_MS = 20
 # Bounds of the holder walk (see walk.Walker): objects expanded and references looked at, per
 # root and per phase (user variables, output cache, last traceback are one phase each).
 ROOT_VISITS = 5000

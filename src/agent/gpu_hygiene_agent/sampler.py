@@ -1,11 +1,13 @@
-"""The sampler thread: pushes a ``sample`` every ``interval_ms``, also while a cell runs, and
-reads the slower facts (``gpuProcesses``) at their own rate."""
+"""The sampler thread: pushes a ``sample`` every ``interval_ms``, also while a cell runs, reads
+the slower facts (``gpuProcesses``) at their own rate and, while a cell runs, reads torch's
+allocated bytes between samples (the floor under a training loop's sawtooth)."""
 
+import random
 import sys
 import threading
 import time
 
-from .limits import DEFAULT_INTERVAL_MS, MODULE_NAME, SLOW_INTERVAL_MS, THREAD_NAME
+from .limits import DEFAULT_INTERVAL_MS, MODULE_NAME, READ_MS, SLOW_INTERVAL_MS, THREAD_NAME
 
 
 def _now_ms():
@@ -14,7 +16,11 @@ def _now_ms():
 
 class SamplerThread:
     """A daemon thread ("gpu-hygiene-sampler") that calls ``tick()`` every ``interval_ms``
-    (``wake()`` makes it tick now) and ``slow()``, when given, at most every ``slow_ms``.
+    (``wake()`` makes it tick now), ``slow()``, when given, at most every ``slow_ms``, and
+    ``read()``, when given, between ticks while ``reading()`` is true: each wait before a read
+    is drawn from ``read_ms * [0.5, 1.5)`` (its own random generator: the user's ``random``
+    sequence is not touched), so that reads fall on random phases of a periodic training step
+    instead of aliasing with it. A tick counts as a read (the sample reads allocated itself).
 
     Ticks keep a fixed rate (a wake starts a new one from now). ``slow`` runs right after the
     first tick at or after its time, so that it can use what that tick just read (with
@@ -23,12 +29,16 @@ class SamplerThread:
     itself once the package in ``sys.modules`` runs another agent than ``owner`` (one that
     could not stop this one)."""
 
-    def __init__(self, owner, tick, slow=None):
+    def __init__(self, owner, tick, slow=None, read=None, reading=None):
         self.owner = owner
         self.tick = tick
         self.slow = slow
+        self.read = read
+        self.reading = reading
         self.interval_ms = DEFAULT_INTERVAL_MS
         self.slow_ms = SLOW_INTERVAL_MS
+        self.read_ms = READ_MS
+        self.random = random.Random()
         self.stop_event = threading.Event()
         self.wake_event = threading.Event()
         self.thread = None
@@ -56,7 +66,7 @@ class SamplerThread:
 
     def _run(self):
         try:
-            next_tick = next_slow = _now_ms()
+            next_tick = next_slow = next_read = _now_ms()
             while not self.stop_event.is_set():
                 current = getattr(sys.modules.get(MODULE_NAME), "_agent", None)
                 if current is not None and current is not self.owner:
@@ -66,18 +76,33 @@ class SamplerThread:
                 self.wake_event.clear()
                 interval = self.interval_ms
                 at = now  # this turn's time on the schedule
+                ticked = False
                 if woken or now >= next_tick:
                     if not woken and now - next_tick < interval:
                         at = next_tick  # on time: keep the rate
                     self.tick()
+                    ticked = True
                     next_tick = at + interval
                     if next_tick <= _now_ms():  # a tick longer than the interval
                         next_tick = _now_ms() + interval
                 if self.slow is not None and at >= next_slow and self.slow() is not False:
                     next_slow = at + self.slow_ms
+                reading = self.read is not None and self._reading()
+                if reading and not ticked and now >= next_read:
+                    self.read()
+                if reading and (ticked or now >= next_read):
+                    next_read = _now_ms() + self.read_ms * (0.5 + self.random.random())
                 until = next_tick
                 if self.slow is not None and interval > self.slow_ms:
                     until = min(until, next_slow)
+                if reading:
+                    until = min(until, next_read)
                 self.wake_event.wait(max(0, until - _now_ms()) / 1000.0)
         except BaseException:
             pass  # interpreter shutdown; never let a thread traceback reach stderr
+
+    def _reading(self):
+        try:
+            return bool(self.reading is None or self.reading())
+        except Exception:
+            return False

@@ -67,6 +67,22 @@ describe('ToastActions', () => {
     expect(execute).toHaveBeenCalledWith(CommandIDs.restartKernel, args);
   });
 
+  it('Interrupt kernel: a short label, the command’s caption; runs it for the kernel', () => {
+    const { commands, execute, actions } = setup();
+    const action = actions.interruptKernel('k1', 'accent');
+    const args = { kernelId: 'k1' };
+    expect(action.label).toBe('Interrupt kernel');
+    expect(action.caption).toBe(
+      commands.caption(CommandIDs.interruptKernel, args)
+    );
+    expect(action.caption).toBe(
+      'Interrupt the running cell (KeyboardInterrupt): the kernel and its variables stay'
+    );
+    expect(action.displayType).toBe('accent');
+    action.callback(click);
+    expect(execute).toHaveBeenCalledWith(CommandIDs.interruptKernel, args);
+  });
+
   it('Open VRAM panel: a short label, the command’s caption', () => {
     const { commands, execute, actions } = setup();
     const action = actions.openPanel('accent');
