@@ -1,8 +1,9 @@
 /**
  * Graph holders: one warning per (kernel, variable) that keeps ≥ 64 MiB of
  * autograd graphs alive on a CUDA device (`losses.append(loss)`). Raised
- * once per kernel and variable, ever; dismissed when the variable no longer
- * qualifies. Setting: `warnOnGraphHolders`.
+ * once per kernel and variable, ever, and updated in place while on screen
+ * (the count and bytes grow with the list); dismissed when the variable no
+ * longer qualifies. Setting: `warnOnGraphHolders`.
  */
 import { graphsToWarn } from '../analysis/graphs';
 import type { GpuKernelModel } from '../model';
@@ -17,22 +18,26 @@ export function graphsRule({ trans, actions }: IRuleContext): IToastRule {
     const rows = settings.warnOnGraphHolders
       ? graphsToWarn(model.inventory)
       : [];
-    return rows.map(row => ({
-      key: row.graph.name,
-      type: 'warning',
-      message: describeGraphHolder(row, trans),
-      autoClose: false,
-      actions: [
-        ...(row.fixable
-          ? [actions.fixGraphHolder(kernelId, row.graph.name)]
-          : []),
-        actions.openPanel(),
-        actions.dontWarnAgain(
-          'warnOnGraphHolders',
-          trans.__('Turn off autograd-graph warnings in the settings')
-        )
-      ]
-    }));
+    return rows.map(row => {
+      const message = describeGraphHolder(row, trans);
+      return {
+        key: row.graph.name,
+        type: 'warning',
+        message,
+        signature: message,
+        autoClose: false,
+        actions: [
+          ...(row.fixable
+            ? [actions.fixGraphHolder(kernelId, row.graph.name)]
+            : []),
+          actions.openPanel(),
+          actions.dontWarnAgain(
+            'warnOnGraphHolders',
+            trans.__('Turn off autograd-graph warnings in the settings')
+          )
+        ]
+      };
+    });
   };
   return {
     id: 'graphs',

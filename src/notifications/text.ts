@@ -236,22 +236,35 @@ export function describeGraphHolder(
   trans: TranslationBundle
 ): string {
   const { graph } = row;
-  const compose = (path: string) =>
-    trans._n(
-      '%2 keeps %1 autograd graph alive (%3%4 on %5): store loss.item() or loss.detach(), or run evaluation under torch.no_grad().',
-      '%2 keeps %1 autograd graphs alive (%3%4 on %5): store loss.item() or loss.detach(), or run evaluation under torch.no_grad().',
+  const args = (path: string) =>
+    [
       graph.count,
       path,
       graph.truncated ? '≥' : '~',
       formatBytes(row.deviceBytes),
       row.device ?? '?'
+    ] as const;
+  const compose = (path: string) =>
+    trans._n(
+      '%2 keeps %1 autograd graph alive (%3%4 on %5): store loss.item() or loss.detach(), or run evaluation under torch.no_grad().',
+      '%2 keeps %1 autograd graphs alive (%3%4 on %5): store loss.item() or loss.detach(), or run evaluation under torch.no_grad().',
+      ...args(path)
     );
-  const text = compose(graph.path);
-  if (text.length <= MAX_TOAST) {
-    return text;
+  // Too long: the advice shortens before the holder's name does (a cut name
+  // could read as another variable: `val_loss…` for `val_losses`).
+  const short = (path: string) =>
+    trans._n(
+      '%2 keeps %1 autograd graph alive (%3%4 on %5): store loss.item() or loss.detach().',
+      '%2 keeps %1 autograd graphs alive (%3%4 on %5): store loss.item() or loss.detach().',
+      ...args(path)
+    );
+  for (const text of [compose(graph.path), short(graph.path)]) {
+    if (text.length <= MAX_TOAST) {
+      return text;
+    }
   }
-  const room = Math.max(8, MAX_TOAST - (compose('').length + 1));
-  return compose(`${graph.path.slice(0, room)}…`).slice(0, MAX_TOAST);
+  const room = Math.max(8, MAX_TOAST - (short('').length + 1));
+  return short(`${graph.path.slice(0, room)}…`).slice(0, MAX_TOAST);
 }
 
 /**

@@ -34,8 +34,10 @@ export interface IToast {
  *   closed it, raise a new one;
  * - `quiet-after-close`: the same, but once the user closed it, stay quiet
  *   until the rule stops asking for it (it is then dismissed and forgotten);
- * - `once`: raise a toast once per key; never update it or raise it again,
- *   even after it was dismissed (until the kernel is forgotten).
+ * - `once`: raise a toast once per key; while it is still on screen, update
+ *   it in place when its signature changed (so that its figures stay true),
+ *   but never raise it again once it was closed or dismissed (until the
+ *   kernel is forgotten).
  */
 export type ToastPolicy = 'update' | 'quiet-after-close' | 'once';
 
@@ -61,44 +63,59 @@ export class ToastBook {
    */
   show(kernelId: string, toast: IToast): 'raised' | 'updated' | 'kept' {
     const key = Private.keyOf(kernelId, toast.key);
-    if (this.policy === 'once') {
-      if (this._raised.has(key)) {
-        return 'kept';
-      }
-      this._raised.add(key);
-      this._shown.set(key, Private.raise(toast));
-      return 'raised';
-    }
     const shown = this._shown.get(key);
-    if (shown) {
-      if (shown.closed) {
+    if (this.policy === 'once' && this._raised.has(key)) {
+      // raised once: only kept true while on screen, never raised again
+      if (!shown || shown.closed) {
         return 'kept';
       }
-      if (
-        toast.signature !== undefined &&
-        shown.signature === toast.signature
-      ) {
-        return 'kept';
+      const result = this._update(shown, toast);
+      if (result === 'gone') {
+        shown.closed = true;
       }
-      if (
-        Notification.update({
-          id: shown.id,
-          message: toast.message,
-          type: toast.type,
-          autoClose: toast.autoClose,
-          actions: toast.actions
-        })
-      ) {
-        shown.signature = toast.signature;
-        return 'updated';
+      return result === 'updated' ? 'updated' : 'kept';
+    }
+    if (shown && !shown.closed) {
+      const result = this._update(shown, toast);
+      if (result !== 'gone') {
+        return result === 'updated' ? 'updated' : 'kept';
       }
       if (this.policy === 'quiet-after-close') {
         shown.closed = true;
         return 'kept';
       }
+    } else if (shown?.closed) {
+      return 'kept';
     }
+    this._raised.add(key);
     this._shown.set(key, Private.raise(toast));
     return 'raised';
+  }
+
+  /**
+   * Update a toast on screen to `toast`: `same` when it already says that
+   * (same signature), `updated`, or `gone` when it is no longer on screen
+   * (closed by the user).
+   */
+  private _update(
+    shown: Private.IShown,
+    toast: IToast
+  ): 'same' | 'updated' | 'gone' {
+    if (toast.signature !== undefined && shown.signature === toast.signature) {
+      return 'same';
+    }
+    const updated = Notification.update({
+      id: shown.id,
+      message: toast.message,
+      type: toast.type,
+      autoClose: toast.autoClose,
+      actions: toast.actions
+    });
+    if (!updated) {
+      return 'gone';
+    }
+    shown.signature = toast.signature;
+    return 'updated';
   }
 
   /**

@@ -68,6 +68,18 @@ async function replay(
   name: string,
   speed = SPEED
 ): Promise<string> {
+  await openReplay(page, tmpPath, name, speed);
+  await page.notebook.runCell(0);
+  return ((await page.notebook.getCellTextOutput(0)) ?? []).join('');
+}
+
+/** Open a notebook on the replay kernel whose one cell replays `name`; wait for the neutral hello. */
+async function openReplay(
+  page: IJupyterLabPageFixture,
+  tmpPath: string,
+  name: string,
+  speed = SPEED
+): Promise<void> {
   await openNotebookOn(page, `${tmpPath}/${name}.ipynb`, 'replay', [
     `%gpu_replay ${name} --speed ${speed}`
   ]);
@@ -78,8 +90,6 @@ async function replay(
     'title',
     /replay kernel: no recording replayed yet/
   );
-  await page.notebook.runCell(0);
-  return ((await page.notebook.getCellTextOutput(0)) ?? []).join('');
 }
 
 /** What every replay must give: all messages sent, none dropped, the recorded kernel. */
@@ -137,76 +147,165 @@ test('the CPU smoke recording: the recorded models, holders and toast', async ({
   expect(noise).toEqual([]);
 });
 
+/** When the recording's user cell `cell` ended (s since t0), and the inventories before it. */
+function cellEnd(
+  recording: IRecording,
+  cell: number
+): { at: number; inventoriesBefore: number } {
+  const end = recording.events.find(
+    e => e.event === 'execute' && e.phase === 'end' && e.cell === cell
+  )!;
+  const inventoriesBefore = recording.events.filter(
+    e => e.dir === 'out' && e.data.type === 'inventory' && e.at < end.at
+  ).length;
+  return { at: end.at, inventoriesBefore };
+}
+
+const leakToast = (page: IJupyterLabPageFixture) =>
+  page.locator(toast, { hasText: 'PyTorch allocated climb' });
+
 /**
- * The GPU scenarios, once recorded on the H200 with
- * `scripts/record_session.py --device cuda` (test/recordings/<name>.jsonl).
- * `check` holds what only that session shows.
+ * The leak toast of a training cell that climbs, raised while the replayed
+ * cell still runs: the recorded inventory of that cell has not arrived yet
+ * (the browser holds fewer inventories than were sent before the cell's
+ * end). Returns the toast's text.
+ */
+async function expectLeakWhileRunning(
+  page: IJupyterLabPageFixture,
+  recording: IRecording,
+  cell: number,
+  executionCount: number
+): Promise<string> {
+  const leak = leakToast(page);
+  await expect(leak).toBeVisible({ timeout: 60000 });
+  const model = await currentModel(page);
+  expect(model!.inventories).toBeLessThan(
+    cellEnd(recording, cell).inventoriesBefore
+  );
+  const text = (await leak.textContent()) ?? '';
+  expect(text).toMatch(
+    new RegExp(
+      `PyTorch allocated climbs ~[\\d.]+ GiB per minute in cell \\[${executionCount}\\]`
+    )
+  );
+  // the ways out while it runs: stop the cell, or look at the panel
+  for (const label of ['Interrupt kernel', 'Open VRAM panel']) {
+    await expect(leak.getByRole('button', { name: label })).toHaveCount(1);
+  }
+  return text;
+}
+
+/**
+ * The GPU scenarios recorded on the H200 with `scripts/record_session.py
+ * --device cuda` (test/recordings/<name>.jsonl). `during` runs while the
+ * replay plays (the cell is running), `after` once it finished.
  */
 const GPU_SCENARIOS: Array<{
   name: string;
-  speed: number;
-  check: (page: IJupyterLabPageFixture, recording: IRecording) => Promise<void>;
+  during?: (
+    page: IJupyterLabPageFixture,
+    recording: IRecording
+  ) => Promise<void>;
+  after: (page: IJupyterLabPageFixture, recording: IRecording) => Promise<void>;
 }> = [
   {
+    // (a) a loop that keeps each step's held-out loss with its graph
     name: 'leak-append-loss',
-    speed: SPEED,
-    check: async page => {
-      // TODO(lead): the leak-trend warning (src/notifications/leak.ts) while the
-      // training cells climb, naming `val_losses` as what holds the growth; the
-      // graph-holder warning for `val_losses` (src/notifications/graphs.ts,
-      // >= 64 MiB on CUDA); the gauge's VRAM figure after ~5 GiB of graphs.
-      await expect(page.locator(toast, { hasText: 'val_losses' })).toHaveCount(
-        1
-      );
+    during: async (page, recording) => {
+      const text = await expectLeakWhileRunning(page, recording, 2, 3);
+      expect(text).toMatch(/at this rate the GPU is full in ~\d+ min/);
+      // the chart draws the projection to the device's total
+      await page
+        .locator(toast)
+        .getByRole('button', { name: 'Open VRAM panel' })
+        .first()
+        .click();
+      const panel = page.locator('#jp-GpuHygiene-panel');
+      await expect(panel.locator('.jp-GpuHygiene-projection')).toHaveCount(1);
+      // the chart while the cell climbs, for the record (test-results/)
+      await panel.locator('.jp-GpuHygiene-chart').screenshot({
+        path: test.info().outputPath('leak-append-loss-chart.png')
+      });
+    },
+    after: async (page, recording) => {
+      // once the cells ended, their inventory names the holder with its size
+      // and fix: the graph-holder warning, kept true as the list grew
+      const last = [...recording.out]
+        .reverse()
+        .find(m => m.type === 'inventory')!;
+      const held = last.graphs.find((g: any) => g.name === 'val_losses');
+      expect(held.count).toBe(120);
+      const graphs = page.locator(toast, {
+        hasText: 'val_losses keeps 120 autograd graphs alive'
+      });
+      await expect(graphs).toBeVisible();
+      await expect(graphs).toContainText(/~9\.\d GiB on cuda:0/);
+      await expect(graphs.getByRole('button', { name: 'Fix…' })).toHaveCount(1);
     }
   },
   {
+    // (b) the same loop with loss.item(): flat allocated, no warning
     name: 'leak-fixed-item',
-    speed: SPEED,
-    check: async page => {
-      // TODO(lead): no leak-trend and no graph-holder warning (flat allocated).
+    after: async page => {
+      await expect(leakToast(page)).toHaveCount(0);
       await expect(page.locator(toast, { hasText: 'val_losses' })).toHaveCount(
         0
       );
     }
   },
   {
+    // (c) a real Ultralytics training: a sawtooth over a flat floor
     name: 'yolo-train',
-    speed: SPEED,
-    check: async () => {
-      // TODO(lead): the training progress (sample.progress, epoch n of 5) while
-      // the training cell replays, once helper "epoch" shows it; the trainer
-      // findings after training (test/fixtures/inventory_after_training.json).
+    after: async (page, recording) => {
+      await expect(leakToast(page)).toHaveCount(0);
+      // the epochs the agent read from the trainer: marks on the chart, a line
+      // under the training cell in the per-cell table
+      const epochs = new Set(
+        recording.out
+          .filter(m => m.type === 'sample' && m.progress)
+          .map(m => m.progress.epoch)
+      );
+      expect(epochs.size).toBeGreaterThan(1);
+      await page.locator(gauge).click();
+      const panel = page.locator('#jp-GpuHygiene-panel');
+      await expect(panel.locator('.jp-GpuHygiene-epochMarker')).toHaveCount(
+        epochs.size
+      );
+      await expect(panel.locator('tr.jp-GpuHygiene-epochs')).toContainText(
+        /Training: .*epochs.*, peak per epoch: /
+      );
     }
   },
   {
+    // (d) the demo notebook: the model cell run twice on CUDA
     name: 'stacked-yolo',
-    speed: SPEED,
-    check: async page => {
-      // TODO(lead): confirm on the recording (as stacked-yolo.spec.ts on the CPU).
+    after: async page => {
       const stacked = page.locator(toast, { hasText: 'Stacked YOLO' });
       await expect(stacked).toBeVisible();
       await expect(stacked).toContainText('held only by Out[2], _2, __');
+      await expect(leakToast(page)).toHaveCount(0);
     }
   },
   {
+    // (e) a real CUDA out-of-memory error
     name: 'cuda-oom',
-    speed: SPEED,
-    check: async page => {
-      // TODO(lead): confirm the figures on the recording: ~149 GiB requested in
-      // cell [3], the device's free and total memory, the traceback's frame
-      // `attention` in the panel.
-      await expect(
-        page.locator(toast, { hasText: 'CUDA out of memory in cell [3]' })
-      ).toHaveCount(1);
+    after: async page => {
+      const oom = page.locator(toast, {
+        hasText: 'CUDA out of memory in cell [3]'
+      });
+      await expect(oom).toHaveCount(1);
+      await expect(oom).toContainText('149.0');
+      await expect(leakToast(page)).toHaveCount(0);
     }
   },
   {
+    // (a) under an 8 GiB allocator cap, left to run into it
     name: 'leak-append-loss-capped',
-    speed: SPEED,
-    check: async page => {
-      // TODO(lead): the OOM toast under the cap (helper "leak": the device's
-      // `limit`, 8 GiB, shown as the ceiling instead of the device's total).
+    during: async (page, recording) => {
+      const text = await expectLeakWhileRunning(page, recording, 2, 3);
+      expect(text).toMatch(/reaches its allocator cap in ~\d+ s/);
+    },
+    after: async page => {
       await expect(
         page.locator(toast, { hasText: 'CUDA out of memory in cell [3]' })
       ).toHaveCount(1);
@@ -222,12 +321,18 @@ for (const scenario of GPU_SCENARIOS) {
       `test/recordings/${scenario.name}.jsonl is not recorded on a GPU yet`
     );
     const noise = collectNoise(page);
-    const output = await replay(page, tmpPath, scenario.name, scenario.speed);
+    await openReplay(page, tmpPath, scenario.name);
+    const running = page.notebook.runCell(0);
+    if (scenario.during) {
+      await scenario.during(page, recording!);
+    }
+    await running;
+    const output = ((await page.notebook.getCellTextOutput(0)) ?? []).join('');
     await expectReplayed(page, recording!, output);
     // a CUDA device: the gauge shows VRAM of the recorded device's total
     await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'gpu');
     await expect(page.locator(gauge)).toContainText(/VRAM .+ \/ .+GiB/);
-    await scenario.check(page, recording!);
+    await scenario.after(page, recording!);
     expect(noise).toEqual([]);
   });
 }

@@ -166,14 +166,51 @@ describe('graph-holder toast', () => {
     expect(warnings()).toHaveLength(0);
     model.apply(withGraphs([graphHolder({ name: HOSTILE, path: HOSTILE })]));
     expect(warnings()).toHaveLength(1);
+    // the name whole (the advice is what shortens), as text, never as markup
     expect(warnings()[0].message).toMatch(
-      /^<img src=x…? keeps 4 autograd graphs/
+      /^<img src=x onerror=alert\(1\)> keeps 4 autograd graphs alive \(~1\.0 GiB on cuda:0\): store loss\.item\(\) or loss\.detach\(\)\.$/
     );
     expect(warnings()[0].message.length).toBeLessThanOrEqual(140);
     expect(warnings()[0].options.actions?.map(a => a.label)).toEqual([
       'Open VRAM panel',
       "Don't warn again"
     ]);
+    notifier.dispose();
+  });
+
+  it('keeps its figures true while the list grows, and never cuts the name', () => {
+    // the H200 recording leak-append-loss: val_losses after one training
+    // cell (60 graphs, 4.9 GiB) and after the second (120, 9.8 GiB), beside
+    // the loop variable val_loss that holds the last one
+    const { model, notifier } = setup();
+    const held = (count: number, gib: number) =>
+      withGraphs(
+        [
+          graphHolder({
+            name: 'val_losses',
+            path: 'val_losses',
+            count,
+            bytes: { 'cuda:0': gib * 1024 * MiB }
+          }),
+          graphHolder({
+            name: 'val_loss',
+            path: 'val_loss',
+            count: 1,
+            bytes: { 'cuda:0': 84 * MiB }
+          })
+        ],
+        count
+      );
+    model.apply(held(60, 4.9));
+    model.apply(held(120, 9.8));
+    const messages = warnings().map(w => w.message);
+    expect(messages).toHaveLength(2);
+    expect(messages).toContain(
+      'val_losses keeps 120 autograd graphs alive (~9.8 GiB on cuda:0): store loss.item() or loss.detach().'
+    );
+    expect(
+      messages.some(m => m.startsWith('val_loss keeps 1 autograd graph alive'))
+    ).toBe(true);
     notifier.dispose();
   });
 

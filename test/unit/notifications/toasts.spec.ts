@@ -102,12 +102,16 @@ describe('ToastBook', () => {
     expect(all()).toHaveLength(1);
   });
 
-  it('once: raises a key once, never again after it was dismissed', () => {
+  it('once: raises a key once, keeps it true on screen, never again after it was dismissed', () => {
     const book = new ToastBook('once');
     expect(book.show('k1', toast({ key: 'v' }))).toBe('raised');
-    expect(book.show('k1', toast({ key: 'v', signature: 'b' }))).toBe('kept');
+    expect(book.show('k1', toast({ key: 'v' }))).toBe('kept');
+    // The figures changed while it is on screen: updated in place, not raised.
+    expect(
+      book.show('k1', toast({ key: 'v', signature: 'b', message: 'second' }))
+    ).toBe('updated');
     expect(all()).toHaveLength(1);
-    expect(all()[0].message).toBe('first');
+    expect(all()[0].message).toBe('second');
     book.dismiss('k1', 'v');
     expect(all()).toHaveLength(0);
     expect(book.show('k1', toast({ key: 'v' }))).toBe('kept');
@@ -117,6 +121,15 @@ describe('ToastBook', () => {
     // Forgetting the kernel forgets what was raised.
     book.forget('k1');
     expect(book.show('k1', toast({ key: 'v' }))).toBe('raised');
+  });
+
+  it('once: a toast the user closed is neither updated nor raised again', () => {
+    const book = new ToastBook('once');
+    book.show('k1', toast({ key: 'v' }));
+    Notification.dismiss(book.idOf('k1', 'v')!);
+    expect(book.show('k1', toast({ key: 'v', signature: 'b' }))).toBe('kept');
+    expect(book.show('k1', toast({ key: 'v', signature: 'c' }))).toBe('kept');
+    expect(all()).toHaveLength(0);
   });
 
   it('sync dismisses the toasts of the kernel that are no longer wanted', () => {
