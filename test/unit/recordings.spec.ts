@@ -145,3 +145,67 @@ describe('recordings', () => {
     });
   }
 });
+
+/**
+ * Issue 15's goal on the H200 recordings of the leaking loop: the first
+ * rising verdict inside each training cell within max(10 s, 3 epochs) of
+ * its start (epoch lengths from the scenario's epoch marks), and, under the
+ * 8 GiB allocator cap, the projected time to full within 15 % of the time
+ * the cell really had left until its CUDA out-of-memory error.
+ */
+describe('the H200 leak recordings', () => {
+  const read = (name: string) => {
+    const file = path.join(FOLDER, `${name}.jsonl`);
+    return fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : null;
+  };
+  /** Mean seconds per epoch of cell `cell`, from its `epoch` marks. */
+  const epochSeconds = (text: string, cell: number): number => {
+    const events = text
+      .split('\n')
+      .filter(l => l.trim())
+      .slice(1)
+      .map(l => JSON.parse(l));
+    const start = events.find(
+      e => e.event === 'execute' && e.phase === 'start' && e.cell === cell
+    ).at;
+    const end = events.find(
+      e => e.event === 'execute' && e.phase === 'end' && e.cell === cell
+    ).at;
+    const marks = events.filter(
+      e =>
+        e.event === 'mark' && e.name === 'epoch' && e.at > start && e.at <= end
+    );
+    return (marks[marks.length - 1].at - start) / marks.length;
+  };
+
+  for (const name of ['leak-append-loss', 'leak-append-loss-capped']) {
+    it(`${name}: toast within max(10 s, 3 epochs) of each training cell's start`, () => {
+      const text = read(name);
+      expect(text).toContain('"device":"NVIDIA H200"');
+      if (text === null) {
+        return;
+      }
+      const timeline = leakTimeline(parseRecording(text));
+      const training = timeline.cells.filter(c => c.duration > 15);
+      expect(training.length).toBeGreaterThan(0);
+      for (const cell of training) {
+        const goal = Math.max(10, 3 * epochSeconds(text, cell.cell));
+        expect(cell.first).not.toBeNull();
+        expect(cell.first!.at).toBeLessThanOrEqual(goal);
+      }
+    });
+  }
+
+  it('leak-append-loss-capped: the projection against the real OOM', () => {
+    const text = read('leak-append-loss-capped');
+    expect(text).toContain('"device":"NVIDIA H200"');
+    if (text === null) {
+      return;
+    }
+    const cell = leakTimeline(parseRecording(text)).cells.find(
+      c => c.ended === 'oom'
+    )!;
+    const left = cell.duration - cell.first!.at;
+    expect(Math.abs(cell.error!)).toBeLessThanOrEqual(0.15 * left);
+  });
+});
