@@ -254,7 +254,9 @@ class Agent:
             message = self.build_inventory(count, reuse=snapshot is None)
             if message is not None:
                 self.broadcast(message)
-            self._remember_wrappers()
+                if not message.get("skipped"):
+                    # the same models as the last full inventory otherwise (same fingerprint)
+                    self._remember_wrappers()
             error = vars_of(result).get("error_in_exec") if result is not None else None
             if message is not None and oom.is_cuda_oom(error):
                 try:
