@@ -130,11 +130,16 @@ i18n: $(I18N_TOOLS)
 		# language of the .json header (zh-CN), so the header keeps the locale as given.
 		sed -i -E "s/^\"Language: [^\\]*\\\\n\"$$/\"Language: $$lang\\\\n\"/" \
 			"$$stage/$(I18N_LOCALE)/$$lang/LC_MESSAGES/jupyterlab_gpu_hygiene.po"
-		# compile merges into an existing .json: start from none, so removed strings go.
-		rm -f "$$stage/$(I18N_LOCALE)/$$lang/LC_MESSAGES/jupyterlab_gpu_hygiene.json"
-		jupyterlab-translate compile "$$stage" jupyterlab_gpu_hygiene -l $$lang
+		po="$$stage/$(I18N_LOCALE)/$$lang/LC_MESSAGES/jupyterlab_gpu_hygiene.po"
 		mkdir -p $(I18N_LOCALE)/$$lang/LC_MESSAGES
-		cp "$$stage/$(I18N_LOCALE)/$$lang/LC_MESSAGES/jupyterlab_gpu_hygiene."{po,json} $(I18N_LOCALE)/$$lang/LC_MESSAGES/
+		cp "$$po" $(I18N_LOCALE)/$$lang/LC_MESSAGES/
+		# A fuzzy entry is Babel's guess from a similar old string: kept in the .po for the
+		# translator, never served (the tool's compile would put it in the .json).
+		msgattrib --clear-fuzzy --empty -o "$$po" "$$po"
+		# compile merges into an existing .json: start from none, so removed strings go.
+		rm -f "$${po%.po}.json"
+		jupyterlab-translate compile "$$stage" jupyterlab_gpu_hygiene -l $$lang
+		cp "$${po%.po}.json" $(I18N_LOCALE)/$$lang/LC_MESSAGES/
 	done
 	cp "$$stage/$(I18N_LOCALE)/jupyterlab_gpu_hygiene.pot" $(I18N_LOCALE)/
 	npx prettier --write $(I18N_LOCALE)/*/LC_MESSAGES/*.json >/dev/null
