@@ -13,10 +13,11 @@
  */
 import * as fs from 'fs';
 import * as path from 'path';
+import { Gettext } from '@jupyterlab/translation';
 import * as ts from 'typescript';
+import { DOMAIN, schemaStrings, translateSchema } from '../../src/i18n';
 
 const ROOT = path.resolve(__dirname, '..', '..');
-const DOMAIN = 'jupyterlab_gpu_hygiene';
 const CATALOGUE = path.join(
   ROOT,
   DOMAIN,
@@ -163,51 +164,22 @@ function extractSource(): {
   return { messages, dynamic, unextracted };
 }
 
-/**
- * The schema strings jupyterlab_server and jupyterlab-translate treat as
- * translatable (their DEFAULT_SCHEMA_SELECTORS), with their contexts.
- */
-const SCHEMA_SELECTORS: [RegExp, string][] = [
-  [/^\/properties\/.*\/title$/, 'settings'],
-  [/^\/properties\/.*\/description$/, 'settings'],
-  [/^\/definitions\/.*\/properties\/.*\/title$/, 'settings'],
-  [/^\/definitions\/.*\/properties\/.*\/description$/, 'settings'],
-  [/^\/title$/, 'schema'],
-  [/^\/description$/, 'schema'],
-  [/^\/jupyter\.lab\.setting-icon-label$/, 'settings'],
-  [/^\/jupyter\.lab\.menus\/.*\/label$/, 'menu'],
-  [/^\/jupyter\.lab\.toolbars\/.*\/label$/, 'toolbar']
-];
-
+/** The schema's translatable strings (src/i18n.ts: jupyterlab_server's selectors). */
 function extractSchema(): IMessage[] {
-  const messages: IMessage[] = [];
   const dir = path.join(ROOT, 'schema');
-  for (const name of fs.readdirSync(dir).filter(n => n.endsWith('.json'))) {
-    const walk = (value: unknown, prefix: string): void => {
-      if (Array.isArray(value)) {
-        value.forEach((item, i) => walk(item, `${prefix}[${i}]`));
-      } else if (value && typeof value === 'object') {
-        for (const [key, child] of Object.entries(value)) {
-          const at = `${prefix}/${key}`;
-          if (typeof child === 'string') {
-            const hit = SCHEMA_SELECTORS.find(([re]) => re.test(at));
-            if (hit) {
-              messages.push({
-                context: hit[1],
-                msgid: child,
-                plural: null,
-                where: `schema/${name}:${at}`
-              });
-            }
-          } else {
-            walk(child, at);
-          }
-        }
-      }
-    };
-    walk(JSON.parse(fs.readFileSync(path.join(dir, name), 'utf-8')), '');
-  }
-  return messages;
+  return fs
+    .readdirSync(dir)
+    .filter(n => n.endsWith('.json'))
+    .flatMap(name =>
+      schemaStrings(
+        JSON.parse(fs.readFileSync(path.join(dir, name), 'utf-8'))
+      ).map(({ path: at, context, text }) => ({
+        context,
+        msgid: text,
+        plural: null,
+        where: `schema/${name}:${at}`
+      }))
+    );
 }
 
 function placeholders(text: string): string[] {
@@ -295,5 +267,60 @@ describe('zh_CN catalogue', () => {
       );
     });
     expect(english.map(m => m.msgid)).toEqual([]);
+  });
+
+  /** The catalogue as JupyterLab's TranslationManager loads it for zh-CN. */
+  function bundle(): Gettext {
+    const header = catalogue[''] as Record<string, string>;
+    const gettext = new Gettext({ domain: DOMAIN, locale: 'zh-CN' });
+    gettext.loadJSON(
+      {
+        ...catalogue,
+        '': {
+          domain: header.domain,
+          language: header.language,
+          pluralForms: header.plural_forms
+        }
+      } as any,
+      DOMAIN
+    );
+    return gettext;
+  }
+
+  it('translates through JupyterLab’s Gettext, plurals and placeholders included', () => {
+    const trans = bundle();
+    expect(trans.__('VRAM Panel')).toBe('显存面板');
+    expect(trans.__('Restart kernel')).toBe('重启内核');
+    expect(trans._n('%1 epoch', '%1 epochs', 3)).toBe('3 轮');
+    expect(trans._n('%1 epoch', '%1 epochs', 1)).toBe('1 轮');
+    expect(trans.__('CUDA out of memory in cell %1.', 7)).toBe(
+      '单元格 7 中 CUDA 显存不足。'
+    );
+  });
+
+  it('translates the settings schema in the browser (fetch transform)', () => {
+    const schema = JSON.parse(
+      fs.readFileSync(path.join(ROOT, 'schema', 'plugin.json'), 'utf-8')
+    );
+    const zh = translateSchema(schema, bundle() as any) as any;
+    expect(zh.properties.warnOnStackedModels.title).toBe('模型堆叠警告');
+    expect(zh.properties.cleanAction.oneOf[0].title).toBe(
+      '插入到当前单元格下方并运行'
+    );
+    // Only titles and descriptions: values, defaults and toolbars stay.
+    expect(zh.properties.cleanAction.oneOf[0].const).toBe('insert-and-run');
+    expect(zh['jupyter.lab.toolbars']).toEqual(schema['jupyter.lab.toolbars']);
+    expect(zh.properties.sampleIntervalMs.default).toBe(
+      schema.properties.sampleIntervalMs.default
+    );
+    const left = schemaStrings(zh).filter(
+      ({ text }) => text === 'GPU Hygiene' || !/[\u4e00-\u9fff]/.test(text)
+    );
+    // The product name stays as it is.
+    expect(left.map(s => s.text)).toEqual(['GPU Hygiene', 'GPU Hygiene']);
+    // The English schema is not changed.
+    expect(schema.properties.warnOnStackedModels.title).toBe(
+      'Warn on stacked models'
+    );
   });
 });
