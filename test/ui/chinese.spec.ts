@@ -1,0 +1,126 @@
+/**
+ * Browser test in 中文: a real JupyterLab server with the zh_CN language pack
+ * from PyPI (jupyterlab-language-pack-zh-CN) and this package's own zh_CN
+ * catalogue (served by jupyterlab_server through the `jupyterlab.locale`
+ * entry point), a real ipykernel with torch on the CPU, Debian chromium.
+ *
+ * JupyterLab is switched to Chinese the way a user does it (Settings →
+ * Language → 中文: the `locale` setting of
+ * @jupyterlab/translation-extension:plugin, then a reload; Galata keeps the
+ * settings in memory for this test only). A small torch model cell run twice
+ * raises the stacked-model toast, read in Chinese; the VRAM panel's headings
+ * and the settings editor's titles (translated by the schema's fetch
+ * transform) are read in Chinese too. Light-theme screenshots of the toast
+ * and the panel are kept as test artifacts.
+ */
+import { expect, test } from '@jupyterlab/galata';
+import { collectNoise } from './probes';
+import { openNotebookOn } from './notebook-file';
+
+// Galata's kernels fixture intercepts POST .../restart; real kernels throughout.
+test.use({ kernels: null, autoGoto: true });
+
+const DOMAIN = 'jupyterlab_gpu_hygiene';
+const gauge = '.jp-GpuHygiene-gauge';
+const toast = '.Toastify__toast';
+const panelId = '#jp-GpuHygiene-panel';
+
+/** About 8 MiB of parameters: above the toast floor (toastMinMiB, 1 MiB). */
+const MODEL_CELL = [
+  'import torch',
+  'model = torch.nn.Sequential(',
+  '    torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024))',
+  'model'
+].join('\n');
+
+test('JupyterLab in 中文: the stacked-model toast, the VRAM panel and the settings in Chinese', async ({
+  page,
+  tmpPath
+}, testInfo) => {
+  const noise = collectNoise(page, /gpu.hygiene|gpu_hygiene|recharts/i);
+
+  // The server serves this package's catalogue beside the language pack's.
+  const response = await page.request.get('/lab/api/translations/zh_CN');
+  expect(response.ok()).toBe(true);
+  const { data } = await response.json();
+  expect(Object.keys(data)).toContain('jupyterlab');
+  expect(data[DOMAIN]['']).toMatchObject({
+    domain: DOMAIN,
+    language: 'zh-CN'
+  });
+  expect(data[DOMAIN]['VRAM Panel']).toEqual(['显存面板']);
+
+  // Settings → Language → 中文 (the command of that menu item), then reload.
+  await page.evaluate(() =>
+    (window as any).jupyterapp.commands.execute('jupyterlab-translation:zh_CN')
+  );
+  const dialog = page.locator('.jp-Dialog');
+  await expect(dialog).toBeVisible();
+  await Promise.all([
+    page.waitForEvent('load'),
+    dialog.locator('.jp-mod-accept').click()
+  ]);
+  // Galata's reload: waits for the application and hooks its helpers up again.
+  await page.reload();
+  await expect(page.locator('#jp-top-panel')).toBeVisible();
+  expect(await page.locator('html').getAttribute('lang')).toMatch(/^zh/);
+  // JupyterLab's own menus come from the language pack.
+  await expect(page.locator('#jp-menu-panel')).toContainText('文件');
+
+  await openNotebookOn(page, `${tmpPath}/zh.ipynb`, 'python3', [
+    MODEL_CELL,
+    ''
+  ]);
+  // The agent answered (no GPU here): the gauge in Chinese.
+  await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
+    timeout: 120000
+  });
+  await expect(page.locator(gauge)).toHaveText('无 GPU');
+
+  await page.notebook.runCell(0);
+  await expect(page.locator(gauge)).toContainText('1 个模型');
+  await page.notebook.runCell(0); // the re-run: Out[1] keeps the first model
+  await expect(page.locator(gauge)).toContainText('2 个模型');
+
+  // The stacked-model toast, in Chinese, naming what holds the older model.
+  const warning = page.locator(toast, { hasText: '模型堆叠 Sequential' });
+  await expect(warning).toBeVisible();
+  await expect(warning).toContainText('仅被 Out[1]');
+  await expect(warning.getByRole('button', { name: '不再警告' })).toBeVisible();
+  await expect(
+    warning.getByRole('button', { name: '打开显存面板' })
+  ).toBeVisible();
+  expect(await warning.textContent()).not.toMatch(/Stacked|held only by/);
+  testInfo.annotations.push({
+    type: 'toast text',
+    description: (await warning.textContent()) ?? ''
+  });
+  await warning.screenshot({
+    path: testInfo.outputPath('zh-toast-light.png')
+  });
+
+  // The VRAM panel, opened from the gauge: its headings in Chinese.
+  await page.locator(gauge).click();
+  const panel = page.locator(panelId);
+  await expect(panel.locator('.jp-GpuHygiene-panelContent')).toBeVisible();
+  await expect(panel.locator('h3', { hasText: '谁占用显存' })).toBeVisible();
+  await expect(panel.locator('h3', { hasText: '单元格' })).toBeVisible();
+  await expect(panel).toContainText('此内核中没有 GPU。');
+  await expect(panel).toContainText('持有者');
+  for (const english of ['Who holds VRAM', 'No GPU in this kernel', 'Holder']) {
+    await expect(panel).not.toContainText(english);
+  }
+  await panel.screenshot({ path: testInfo.outputPath('zh-panel-light.png') });
+
+  // The settings editor: the schema's titles through the fetch transform.
+  await page.evaluate(() =>
+    (window as any).jupyterapp.commands.execute('settingeditor:open', {
+      query: 'GPU Hygiene'
+    })
+  );
+  const editor = page.locator('.jp-SettingsPanel');
+  await expect(editor).toContainText('模型堆叠警告');
+  await expect(editor).toContainText('采样间隔（毫秒）');
+
+  expect(noise).toEqual([]);
+});
