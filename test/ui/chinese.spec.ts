@@ -15,7 +15,8 @@
  */
 import { expect, test } from '@jupyterlab/galata';
 import { collectNoise } from './probes';
-import { openNotebookOn } from './notebook-file';
+import { notebookJson } from './notebook-file';
+import type { Page } from '@playwright/test';
 
 // Galata's kernels fixture intercepts POST .../restart; real kernels throughout.
 test.use({ kernels: null, autoGoto: true });
@@ -32,6 +33,21 @@ const MODEL_CELL = [
   '    torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024))',
   'model'
 ].join('\n');
+
+/**
+ * Run cell `index` of the current notebook and wait for its prompt to show
+ * `count` (Galata's runCell waits for the English "Idle" in the status bar).
+ */
+async function runCell(page: Page, index: number, count: number) {
+  await page.evaluate(at => {
+    const app = (window as any).jupyterapp;
+    app.shell.currentWidget.content.activeCellIndex = at;
+    void app.commands.execute('notebook:run-cell');
+  }, index);
+  await expect(
+    page.locator('.jp-Notebook .jp-Cell').nth(index).locator('.jp-InputPrompt')
+  ).toHaveText(`[${count}]:`, { timeout: 120000 });
+}
 
 test('JupyterLab in 中文: the stacked-model toast, the VRAM panel and the settings in Chinese', async ({
   page,
@@ -51,46 +67,64 @@ test('JupyterLab in 中文: the stacked-model toast, the VRAM panel and the sett
   expect(data[DOMAIN]['VRAM Panel']).toEqual(['显存面板']);
 
   // Settings → Language → 中文 (the command of that menu item), then reload.
-  await page.evaluate(() =>
-    (window as any).jupyterapp.commands.execute('jupyterlab-translation:zh_CN')
-  );
+  // (Not awaited: the command resolves once its dialog is answered.)
+  await page.evaluate(() => {
+    void (window as any).jupyterapp.commands.execute(
+      'jupyterlab-translation:zh_CN'
+    );
+  });
   const dialog = page.locator('.jp-Dialog');
   await expect(dialog).toBeVisible();
   await Promise.all([
     page.waitForEvent('load'),
     dialog.locator('.jp-mod-accept').click()
   ]);
-  // Galata's reload: waits for the application and hooks its helpers up again.
-  await page.reload();
+  // Galata's reload: waits for the application and hooks its helpers up again
+  // (not for its English "Launcher" tab).
+  await page.reload({ waitForIsReady: false });
+  await expect(page.locator('.jp-Launcher')).toBeVisible();
   await expect(page.locator('#jp-top-panel')).toBeVisible();
   expect(await page.locator('html').getAttribute('lang')).toMatch(/^zh/);
   // JupyterLab's own menus come from the language pack.
   await expect(page.locator('#jp-menu-panel')).toContainText('文件');
 
-  await openNotebookOn(page, `${tmpPath}/zh.ipynb`, 'python3', [
-    MODEL_CELL,
-    ''
-  ]);
+  // Galata's file-browser helpers read English labels: the notebook opens by
+  // command (its kernelspec in the metadata: no kernel dialog).
+  const nb = `${tmpPath}/zh.ipynb`;
+  await page.contents.uploadContent(
+    notebookJson('python3', [MODEL_CELL, '']),
+    'text',
+    nb
+  );
+  await page.evaluate(path => {
+    void (window as any).jupyterapp.commands.execute('docmanager:open', {
+      path
+    });
+  }, nb);
+  await expect(page.locator('.jp-NotebookPanel')).toBeVisible();
+  await page.notebook.activate('zh.ipynb');
   // The agent answered (no GPU here): the gauge in Chinese.
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
     timeout: 120000
   });
   await expect(page.locator(gauge)).toHaveText('无 GPU');
 
-  await page.notebook.runCell(0);
+  await runCell(page, 0, 1);
   await expect(page.locator(gauge)).toContainText('1 个模型');
-  await page.notebook.runCell(0); // the re-run: Out[1] keeps the first model
+  await runCell(page, 0, 2); // the re-run: Out[1] keeps the first model
   await expect(page.locator(gauge)).toContainText('2 个模型');
 
   // The stacked-model toast, in Chinese, naming what holds the older model.
   const warning = page.locator(toast, { hasText: '模型堆叠 Sequential' });
   await expect(warning).toBeVisible();
   await expect(warning).toContainText('仅被 Out[1]');
-  await expect(warning.getByRole('button', { name: '不再警告' })).toBeVisible();
-  await expect(
-    warning.getByRole('button', { name: '打开显存面板' })
-  ).toBeVisible();
-  expect(await warning.textContent()).not.toMatch(/Stacked|held only by/);
+  await expect(warning).toContainText('内存中 8.0 MiB');
+  for (const name of ['清理 GPU', '重启内核', '不再警告']) {
+    await expect(warning.getByRole('button', { name })).toBeVisible();
+  }
+  expect(await warning.textContent()).not.toMatch(
+    /Stacked|held only by|in RAM/
+  );
   testInfo.annotations.push({
     type: 'toast text',
     description: (await warning.textContent()) ?? ''
@@ -113,11 +147,11 @@ test('JupyterLab in 中文: the stacked-model toast, the VRAM panel and the sett
   await panel.screenshot({ path: testInfo.outputPath('zh-panel-light.png') });
 
   // The settings editor: the schema's titles through the fetch transform.
-  await page.evaluate(() =>
-    (window as any).jupyterapp.commands.execute('settingeditor:open', {
+  await page.evaluate(() => {
+    void (window as any).jupyterapp.commands.execute('settingeditor:open', {
       query: 'GPU Hygiene'
-    })
-  );
+    });
+  });
   const editor = page.locator('.jp-SettingsPanel');
   await expect(editor).toContainText('模型堆叠警告');
   await expect(editor).toContainText('采样间隔（毫秒）');
