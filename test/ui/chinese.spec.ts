@@ -144,7 +144,12 @@ test('JupyterLab in 中文: the stacked-model toast, the VRAM panel and the sett
   for (const english of ['Who holds VRAM', 'No GPU in this kernel', 'Holder']) {
     await expect(panel).not.toContainText(english);
   }
+  // The toast sits over the panel's lower half: out of the panel's picture.
+  const hideToasts = await page.addStyleTag({
+    content: '.Toastify { visibility: hidden; }'
+  });
   await panel.screenshot({ path: testInfo.outputPath('zh-panel-light.png') });
+  await hideToasts.evaluate(node => node.remove());
 
   // The settings editor: the schema's titles through the fetch transform.
   await page.evaluate(() => {
@@ -155,6 +160,9 @@ test('JupyterLab in 中文: the stacked-model toast, the VRAM panel and the sett
   const editor = page.locator('.jp-SettingsPanel');
   await expect(editor).toContainText('模型堆叠警告');
   await expect(editor).toContainText('采样间隔（毫秒）');
+  await editor.screenshot({
+    path: testInfo.outputPath('zh-settings-light.png')
+  });
 
   expect(noise).toEqual([]);
 });
