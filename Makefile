@@ -16,7 +16,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 TS_SOURCES := $(shell find src style schema -type f -not -path 'src/_generated/*' 2>/dev/null) package.json tsconfig.json
 # The Python package around the labextension (the server extension) and the config that enables it.
 PY_SOURCES := $(filter-out jupyterlab_gpu_hygiene/_version.py,$(wildcard jupyterlab_gpu_hygiene/*.py)) \
-	$(wildcard jupyter-config/server-config/*.json)
+	$(wildcard jupyter-config/server-config/*.json) \
+	$(wildcard jupyterlab_gpu_hygiene/locale/*/LC_MESSAGES/*.json)
 
 .PHONY: lab test setup build lint test-unit test-agent test-ui test-gateway test-notebook7 clean help i18n
 
