@@ -16,9 +16,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 TS_SOURCES := $(shell find src style schema -type f -not -path 'src/_generated/*' 2>/dev/null) package.json tsconfig.json
 # The Python package around the labextension (the server extension) and the config that enables it.
 PY_SOURCES := $(filter-out jupyterlab_gpu_hygiene/_version.py,$(wildcard jupyterlab_gpu_hygiene/*.py)) \
-	$(wildcard jupyter-config/server-config/*.json)
+	$(wildcard jupyter-config/server-config/*.json) \
+	$(wildcard jupyterlab_gpu_hygiene/locale/*/LC_MESSAGES/*.json)
 
-.PHONY: lab test setup build lint test-unit test-agent test-ui test-gateway test-notebook7 clean help
+.PHONY: lab test setup build lint test-unit test-agent test-ui test-gateway test-notebook7 clean help i18n
 
 help:
 	@echo "make lab    # set up .venv and node_modules, build, open JupyterLab on examples/stacked-yolo.ipynb"
@@ -98,6 +99,51 @@ test: $(STAMP)/build $(STAMP)/chromium
 	$(MAKE) --no-print-directory test-ui
 	$(MAKE) --no-print-directory test-gateway
 	$(MAKE) --no-print-directory test-notebook7
+
+# Translations (zh_CN), with JupyterLab's own tool chain, jupyterlab-translate (PyPI; installed into
+# .make/i18n-tools, not into .venv, for this target only): extract every trans.__/_n/_p string of
+# src/ and every title/description of schema/ into locale/jupyterlab_gpu_hygiene.pot, merge it into
+# the catalogue jupyterlab_gpu_hygiene/locale/zh_CN/LC_MESSAGES/jupyterlab_gpu_hygiene.po (kept:
+# new strings come in empty, changed ones marked fuzzy), then compile the .po to the .json that
+# jupyterlab_server serves (committed beside it; the .mo it also writes is not used and not kept).
+# The tool walks every top-level folder of the tree it is given, so it runs on a copy of src/,
+# schema/ and package.json. Translate the new empty and fuzzy entries of the .po, then run it again;
+# test/unit/i18n.spec.ts fails on a string without a zh_CN entry.
+I18N_TOOLS := $(STAMP)/i18n-tools
+I18N_LOCALE := jupyterlab_gpu_hygiene/locale
+I18N_LANGS := zh_CN
+$(I18N_TOOLS): | $(STAMP)
+	$(BIN)/python -m pip install -q --target $(I18N_TOOLS) jupyterlab-translate==1.3.7
+
+i18n: $(I18N_TOOLS)
+	stage=$$(mktemp -d)
+	trap 'rm -rf "$$stage"' EXIT
+	mkdir -p "$$stage/jupyterlab_gpu_hygiene"
+	cp -r src schema package.json "$$stage/"
+	rm -rf "$$stage/src/_generated" "$$stage/src/agent"
+	# The catalogue's version (Project-Id-Version) comes from a package.json in the package folder.
+	cp package.json "$$stage/jupyterlab_gpu_hygiene/"
+	[ ! -d $(I18N_LOCALE) ] || cp -r $(I18N_LOCALE) "$$stage/jupyterlab_gpu_hygiene/"
+	export PYTHONPATH=$(abspath $(I18N_TOOLS)) PATH=$(abspath $(I18N_TOOLS))/bin:$(abspath $(BIN)):$$PATH
+	for lang in $(I18N_LANGS); do
+		jupyterlab-translate update "$$stage" jupyterlab_gpu_hygiene -l $$lang
+		# Babel writes zh_CN as zh_Hans_CN; JupyterLab's translator looks the bundle up under the
+		# language of the .json header (zh-CN), so the header keeps the locale as given.
+		sed -i -E "s/^\"Language: [^\\]*\\\\n\"$$/\"Language: $$lang\\\\n\"/" \
+			"$$stage/$(I18N_LOCALE)/$$lang/LC_MESSAGES/jupyterlab_gpu_hygiene.po"
+		po="$$stage/$(I18N_LOCALE)/$$lang/LC_MESSAGES/jupyterlab_gpu_hygiene.po"
+		mkdir -p $(I18N_LOCALE)/$$lang/LC_MESSAGES
+		cp "$$po" $(I18N_LOCALE)/$$lang/LC_MESSAGES/
+		# A fuzzy entry is Babel's guess from a similar old string: kept in the .po for the
+		# translator, never served (the tool's compile would put it in the .json).
+		msgattrib --clear-fuzzy --empty -o "$$po" "$$po"
+		# compile merges into an existing .json: start from none, so removed strings go.
+		rm -f "$${po%.po}.json"
+		jupyterlab-translate compile "$$stage" jupyterlab_gpu_hygiene -l $$lang
+		cp "$${po%.po}.json" $(I18N_LOCALE)/$$lang/LC_MESSAGES/
+	done
+	cp "$$stage/$(I18N_LOCALE)/jupyterlab_gpu_hygiene.pot" $(I18N_LOCALE)/
+	npx prettier --write $(I18N_LOCALE)/*/LC_MESSAGES/*.json >/dev/null
 
 clean:
 	rm -rf $(STAMP) lib jupyterlab_gpu_hygiene/labextension src/_generated tsconfig.tsbuildinfo test-results playwright-report

@@ -24,10 +24,9 @@ import { NotifierLoader } from './notifications/loader';
 import { GpuPanel } from './panel/shell';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- needed at activation
 import { GaugeModel, GpuGauge } from './statusbar/gauge';
+import { DOMAIN, translateSettings } from './i18n';
 import { CommandIDs, IGpuMonitor } from './tokens';
 
-/** Translation domain of the extension. */
-const DOMAIN = 'jupyterlab_gpu_hygiene';
 const MONITOR_PLUGIN = 'jupyterlab-gpu-hygiene:plugin';
 
 /** The monitor: one model and agent connection per notebook kernel; owns the settings. */
@@ -38,11 +37,12 @@ const monitorPlugin: JupyterFrontEndPlugin<IGpuMonitor> = {
   autoStart: true,
   provides: IGpuMonitor,
   requires: [INotebookTracker],
-  optional: [ISettingRegistry],
+  optional: [ISettingRegistry, ITranslator],
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker,
-    registry: ISettingRegistry | null
+    registry: ISettingRegistry | null,
+    translator: ITranslator | null
   ): IGpuMonitor => {
     const warned = new Set<string>();
     const monitor = new GpuMonitor({
@@ -58,6 +58,11 @@ const monitorPlugin: JupyterFrontEndPlugin<IGpuMonitor> = {
         }
       }
     });
+    if (registry) {
+      // The schema's titles and descriptions in the user's language (src/i18n.ts says why here).
+      const trans = (translator ?? nullTranslator).load(DOMAIN);
+      translateSettings(registry, MONITOR_PLUGIN, trans);
+    }
     void monitor.loadSettings(registry, MONITOR_PLUGIN).catch(reason => {
       console.error('jupyterlab-gpu-hygiene: could not load settings', reason);
     });

@@ -2,6 +2,7 @@
  * Formatting of memory figures for the screen. The protocol carries bytes;
  * the UI shows IEC units (KiB, MiB, GiB: powers of 1024).
  */
+import type { TranslationBundle } from '@jupyterlab/translation';
 
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
 
@@ -100,17 +101,28 @@ export function formatDelta(bytes: number | null): string {
 
 /**
  * Describe where a model's bytes live, e.g. `"12.1 MiB on cuda:0"` or
- * `"12.1 MiB in RAM"`; several devices are joined with `" + "`.
+ * `"12.1 MiB in RAM"`; several devices are joined with `" + "`. With `trans`,
+ * in the user's language (on screen); without, in English (generated code).
  */
-export function formatPlacement(perDevice: Record<string, number>): string {
+export function formatPlacement(
+  perDevice: Record<string, number>,
+  trans?: TranslationBundle
+): string {
   const parts = Object.entries(perDevice)
     .filter(([, value]) => value > 0)
     .sort(([a], [b]) => a.localeCompare(b))
-    .map(([device, value]) =>
-      isCudaDevice(device)
-        ? `${formatBytes(value)} on ${device}`
-        : `${formatBytes(value)} in RAM`
-    );
+    .map(([device, value]) => {
+      const bytes = formatBytes(value);
+      if (!trans) {
+        // Code and its comments (the generated cells) stay in English.
+        return isCudaDevice(device)
+          ? `${bytes} on ${device}`
+          : `${bytes} in RAM`;
+      }
+      return isCudaDevice(device)
+        ? trans.__('%1 on %2', bytes, device)
+        : trans.__('%1 in RAM', bytes);
+    });
   return parts.length ? parts.join(' + ') : formatBytes(0);
 }
 

@@ -62,8 +62,9 @@ export async function insertCleanCell(
     i => i !== index + replaced.filter(r => r < i).length
   );
   if (elsewhere.length) {
+    const { trans } = deps;
     Notification.info(
-      deps.trans._n(
+      trans._n(
         'Replaced the earlier, unedited cell of this action; Undo (Z) brings it back.',
         'Replaced %1 earlier, unedited cells of this action; Undo (Z) brings them back.',
         replaced.length

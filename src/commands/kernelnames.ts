@@ -20,18 +20,20 @@ export function kernelTitle(
 ): string {
   const notebook = notebookOf(kernel.sessions, null);
   const first = kernel.sessions[0];
+  const { trans } = ctx;
   return notebook
     ? baseName(notebook)
     : first?.name ||
         first?.path ||
-        ctx.trans.__('kernel %1', kernel.id.slice(0, 8));
+        trans.__('kernel %1', kernel.id.slice(0, 8));
 }
 
 /** The VRAM a kernel holds, in words ("8.0 GiB of VRAM"), as the agents see it; null when not known. */
 export function vramOf(ctx: ICommandContext, kernelId: string): string | null {
   const held = kernelOnGpu(ctx.monitor, kernelId);
+  const { trans } = ctx;
   return held && (held.bytes > 0 || held.known)
-    ? ctx.trans.__('%1 of VRAM', formatBytes(held.bytes))
+    ? trans.__('%1 of VRAM', formatBytes(held.bytes))
     : null;
 }
 

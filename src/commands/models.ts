@@ -64,8 +64,9 @@ export function modelTarget(
 
 /** Say that the model a row named is gone. */
 export function modelGone(ctx: ICommandContext): void {
+  const { trans } = ctx;
   Notification.warning(
-    ctx.trans.__(
+    trans.__(
       'That model is no longer alive in the kernel; the VRAM panel shows the latest inventory.'
     ),
     { autoClose: 5000 }

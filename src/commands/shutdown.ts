@@ -74,8 +74,9 @@ async function pickKernel(
   }
   const kernel = kernels.find(k => k.id === kernelId) ?? null;
   if (!kernel) {
+    const { trans } = ctx;
     Notification.warning(
-      ctx.trans.__(
+      trans.__(
         'That kernel no longer runs on this server; nothing was shut down.'
       ),
       { autoClose: 5000 }
@@ -128,8 +129,9 @@ async function shutDown(
   try {
     await manager.shutdown(kernel.id);
   } catch (reason) {
+    const { trans } = ctx;
     Notification.error(
-      ctx.trans.__(
+      trans.__(
         'The kernel of %1 could not be shut down: %2',
         kernelTitle(ctx, kernel),
         reason instanceof Error ? reason.message : String(reason)

@@ -31,8 +31,9 @@ function variableTarget(
 
 /** Say that the variable a row named is gone or not a plain name. */
 function variableGone(ctx: ICommandContext): void {
+  const { trans } = ctx;
   Notification.warning(
-    ctx.trans.__(
+    trans.__(
       'That variable no longer holds tensors or is not a plain Python name; the VRAM panel shows the latest inventory.'
     ),
     { autoClose: 5000 }

@@ -68,7 +68,7 @@ export function describeStacking(
           formatBytes(sumBytes(older.bytes)),
           olderCount,
           newest.label,
-          formatPlacement(newest.bytes),
+          formatPlacement(newest.bytes, trans),
           more
         );
       }
@@ -90,7 +90,7 @@ export function describeStacking(
       held,
       olderCount,
       newest.label,
-      formatPlacement(newest.bytes),
+      formatPlacement(newest.bytes, trans),
       more
     );
   };

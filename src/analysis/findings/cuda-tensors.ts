@@ -58,7 +58,7 @@ export const cudaTensorsRule: FindingRule = ({ inventory }) => {
           return trans.__(
             '%1 holds CUDA tensors outside any model (%2), all shared with %3: deleting or moving %1 alone frees nothing.',
             root.name,
-            formatPlacement(shared),
+            formatPlacement(shared, trans),
             others
           );
         }
@@ -68,12 +68,12 @@ export const cudaTensorsRule: FindingRule = ({ inventory }) => {
               '%2 holds %1 tensors outside any model: %3. Move them to the CPU or delete it when done.',
               root.tensors,
               root.name,
-              formatPlacement(bytes)
+              formatPlacement(bytes, trans)
             )
           : trans.__(
               '%1 holds tensors outside any model: %2. Move them to the CPU or delete it when done.',
               root.name,
-              formatPlacement(bytes)
+              formatPlacement(bytes, trans)
             );
         return sumBytes(shared) > 0
           ? `${text} ${trans.__(

@@ -64,14 +64,14 @@ export function FindingsTable(props: {
               </span>
               <span
                 className="jp-GpuHygiene-findingBytes jp-GpuHygiene-nowrap"
-                title={formatPlacement(finding.bytes)}
+                title={formatPlacement(finding.bytes, trans)}
               >
                 {formatBytes(sumBytes(finding.bytes))}
               </span>
               {finding.sharedBytes && sumBytes(finding.sharedBytes) > 0 && (
                 <span
                   className="jp-GpuHygiene-findingShared jp-GpuHygiene-nowrap"
-                  title={formatPlacement(finding.sharedBytes)}
+                  title={formatPlacement(finding.sharedBytes, trans)}
                 >
                   {finding.sharedWith?.length
                     ? trans.__(

@@ -181,7 +181,7 @@ function ProcessRow(
 ): JSX.Element {
   const { row, bytes, trans } = props;
   const placement = Object.keys(row.bytes).length
-    ? formatPlacement(row.bytes)
+    ? formatPlacement(row.bytes, trans)
     : trans.__('not reported by NVML');
   return (
     <tr data-pid={row.pid} data-kind={row.kind}>

@@ -70,10 +70,10 @@ export function GraphsTable(props: {
                   row.graph.truncated
                     ? trans.__(
                         '%1; the walk stopped after %2 nodes, so this is a lower bound',
-                        formatPlacement(row.graph.bytes),
+                        formatPlacement(row.graph.bytes, trans),
                         row.graph.nodes
                       )
-                    : formatPlacement(row.graph.bytes)
+                    : formatPlacement(row.graph.bytes, trans)
                 }
               >
                 {row.graph.truncated ? '≥ ' : '~'}

@@ -130,10 +130,10 @@ function ModelRow(
           row.parts.length
             ? trans.__(
                 '%1; its parts below add %2',
-                formatPlacement(row.model.bytes),
+                formatPlacement(row.model.bytes, trans),
                 formatBytes(row.partBytes)
               )
-            : formatPlacement(row.model.bytes)
+            : formatPlacement(row.model.bytes, trans)
         }
       >
         {formatBytes(row.bytes)}
@@ -236,7 +236,7 @@ function PartRow(props: {
         className="jp-GpuHygiene-nowrap"
         title={trans.__(
           '%1, not counted in the model or an earlier part',
-          formatPlacement(part.perDevice)
+          formatPlacement(part.perDevice, trans)
         )}
       >
         {formatBytes(part.bytes)}

@@ -77,7 +77,7 @@ export function RootsTable(props: {
             <td>{rootKindLabel(row.kind, trans)}</td>
             <td
               className="jp-GpuHygiene-nowrap"
-              title={formatPlacement(row.perDevice)}
+              title={formatPlacement(row.perDevice, trans)}
             >
               {formatBytes(row.bytes)}
             </td>
