@@ -22,7 +22,7 @@ PY_SOURCES := $(filter-out jupyterlab_gpu_hygiene/_version.py,$(wildcard jupyter
 .PHONY: lab test setup build lint test-unit test-agent test-ui test-gateway test-notebook7 clean help i18n
 
 help:
-	@echo "make lab    # set up .venv and node_modules, build, open JupyterLab on examples/stacked-yolo.ipynb"
+	@echo "make lab    # set up .venv and node_modules, build, open JupyterLab on a scratch copy of examples/stacked-yolo.ipynb"
 	@echo "make test   # set up, then lint + jest + pytest (real kernel) + Galata (Debian chromium)"
 
 $(STAMP):
@@ -60,10 +60,18 @@ setup: $(STAMP)/build
 
 build: $(STAMP)/build
 
-lab: $(STAMP)/build
+# The demo runs from a scratch copy in $(STAMP)/lab (ignored by git), so its outputs and autosaves
+# never touch the tracked examples/stacked-yolo.ipynb; the copy is made again only when the example
+# changes. The URL printed is the notebook's own (LabApp.default_url), not the Launcher's.
+$(STAMP)/lab/stacked-yolo.ipynb: examples/stacked-yolo.ipynb | $(STAMP)
+	mkdir -p $(STAMP)/lab
+	cp examples/stacked-yolo.ipynb $@
+
+lab: $(STAMP)/build $(STAMP)/lab/stacked-yolo.ipynb
 	source $(BIN)/activate
 	# --allow-root only where make runs as root (containers, CI machines).
-	cd examples && jupyter lab --ip=127.0.0.1 $$([ "$$(id -u)" = 0 ] && echo --allow-root) stacked-yolo.ipynb
+	cd $(STAMP)/lab && jupyter lab --ip=127.0.0.1 --LabApp.default_url=/lab/tree/stacked-yolo.ipynb \
+		$$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 lint: $(STAMP)/venv $(STAMP)/node
 	npm run build:agent

@@ -18,6 +18,13 @@ import { formatBytes, isCudaDevice, sumBytes } from './format';
 /** Bytes on one CUDA device from which a graph holder raises a toast (64 MiB). */
 export const GRAPH_WARN_BYTES = 64 * 2 ** 20;
 
+/**
+ * Estimated bytes (all devices) from which a graph holder is offered "Fix…"
+ * and is a finding (1 MiB): below it, a few scalar losses with tiny graphs,
+ * it is only listed in the VRAM panel.
+ */
+export const GRAPH_FIX_MIN_BYTES = 2 ** 20;
+
 /** Marker comment of the cell inserted by the graph holders' "Fix…" action. */
 export const DETACH_MARKER = '# gpu-hygiene: detach_graphs';
 
@@ -33,7 +40,11 @@ export interface IGraphRow {
   device: string | null;
   /** Bytes on that device. */
   deviceBytes: number;
-  /** Whether the "Fix…" action may insert code for it ({@link canFixGraph}). */
+  /**
+   * Whether the "Fix…" action is offered: it may insert code for it
+   * ({@link canFixGraph}) and the graphs keep at least
+   * {@link GRAPH_FIX_MIN_BYTES}.
+   */
   fixable: boolean;
 }
 
@@ -67,13 +78,14 @@ export function graphRows(inventory: IInventory | null): IGraphRow[] {
   return (inventory?.graphs ?? [])
     .map(graph => {
       const largest = largestCudaDevice(graph.bytes);
+      const bytes = sumBytes(graph.bytes);
       return {
         graph,
         cudaBytes: sumBytes(graph.bytes, isCudaDevice),
-        bytes: sumBytes(graph.bytes),
+        bytes,
         device: largest.device,
         deviceBytes: largest.bytes,
-        fixable: canFixGraph(graph)
+        fixable: canFixGraph(graph) && bytes >= GRAPH_FIX_MIN_BYTES
       };
     })
     .sort(

@@ -5,7 +5,8 @@
 import { Notification } from '@jupyterlab/apputils';
 import { formatBytes, sumBytes } from '../analysis/format';
 import { canFixGraph, generateDetachCell } from '../analysis/graphs';
-import type { IGraphHolder } from '../protocol';
+import type { GpuKernelModel } from '../model';
+import type { IGraphHolder, IInventory } from '../protocol';
 import { CommandIDs } from '../tokens';
 import { graphArgs } from './args';
 import type { ICommandContext } from './context';
@@ -54,6 +55,90 @@ function confirmDetach(
   );
 }
 
+/** How long the confirmation waits for the inventory after the detach cell, milliseconds. */
+const DETACH_REPORT_TIMEOUT = 15_000;
+
+/**
+ * The inventories `model` sends from now on: `next()` is the first one
+ * received since the call (at once if it is already there) or null after
+ * `timeout` ms.
+ */
+function nextInventory(model: GpuKernelModel): {
+  next: (timeout: number) => Promise<IInventory | null>;
+} {
+  let received: IInventory | null = null;
+  let wake: (() => void) | null = null;
+  const onInventory = (_: GpuKernelModel, inventory: IInventory) => {
+    received = inventory;
+    wake?.();
+  };
+  model.inventoryChanged.connect(onInventory);
+  return {
+    next: timeout =>
+      new Promise(resolve => {
+        const done = () => {
+          clearTimeout(timer);
+          model.inventoryChanged.disconnect(onInventory);
+          resolve(received);
+        };
+        const timer = setTimeout(done, timeout);
+        if (received) {
+          done();
+        } else {
+          wake = done;
+        }
+      })
+  };
+}
+
+/**
+ * After the detach cell: say what it freed, from the inventory that follows
+ * it (the agent sends one at the end of each cell), or that the inserted cell
+ * still has to be run.
+ */
+async function reportDetach(
+  ctx: ICommandContext,
+  graph: IGraphHolder,
+  ran: boolean,
+  inventory: Promise<IInventory | null>
+): Promise<void> {
+  const { trans } = ctx;
+  if (!ran) {
+    Notification.info(
+      trans.__(
+        'Run the inserted cell to detach the tensors in %1.',
+        graph.name
+      ),
+      { autoClose: 5000 }
+    );
+    return;
+  }
+  const after = await inventory;
+  if (!after) {
+    return;
+  }
+  const left = after.graphs.find(g => g.name === graph.name);
+  if (left) {
+    Notification.warning(
+      trans.__(
+        '%1 still keeps autograd graphs (~%2): the VRAM panel shows what is left.',
+        graph.name,
+        formatBytes(sumBytes(left.bytes))
+      ),
+      { autoClose: 8000 }
+    );
+  } else {
+    Notification.success(
+      trans.__(
+        'Detached the tensors in %1: ~%2 of autograd graphs freed.',
+        graph.name,
+        formatBytes(sumBytes(graph.bytes))
+      ),
+      { autoClose: 8000 }
+    );
+  }
+}
+
 /** Register Detach Autograd Graphs…. */
 export function addDetachCommand(ctx: ICommandContext): void {
   const { trans } = ctx;
@@ -69,6 +154,7 @@ export function addDetachCommand(ctx: ICommandContext): void {
     },
     execute: async args => {
       const { panel, graph } = graphTarget(ctx, args);
+      const model = ctx.modelFor(args);
       const code = graph ? generateDetachCell(graph) : null;
       if (!panel || !graph || code === null) {
         cannotFix(ctx, graph);
@@ -77,10 +163,19 @@ export function addDetachCommand(ctx: ICommandContext): void {
       if (!(await confirmDetach(ctx, graph))) {
         return false;
       }
+      const ran = ctx.monitor.settings.cleanAction === 'insert-and-run';
+      const inventories = model && ran ? nextInventory(model) : null;
       await ctx.insert(panel, code, {
         tag: 'gpu-hygiene-detach-graphs',
         key: `detach-graphs:${graph.name}`
       });
+      // The confirmation comes with the cell's inventory; the command does not wait for it.
+      void reportDetach(
+        ctx,
+        graph,
+        ran,
+        inventories?.next(DETACH_REPORT_TIMEOUT) ?? Promise.resolve(null)
+      );
       return true;
     }
   });

@@ -1,6 +1,8 @@
 /**
- * Restart Kernel to Free GPU…: JupyterLab's own restart, with its
- * confirmation; its caption says how much VRAM it returns.
+ * Restart Kernel to Free GPU…: asks first, in a dialog that says what a
+ * restart frees (all the kernel's VRAM, the CUDA context included, with the
+ * figures of its latest sample) and that every variable is lost; then
+ * JupyterLab's own restart. Its caption says the same.
  */
 import { formatBytes } from '../analysis/format';
 import type { GpuKernelModel } from '../model';
@@ -28,24 +30,30 @@ export function restartReturns(model: GpuKernelModel | null): {
   };
 }
 
+/** What restarting the kernel of `model` frees and loses, one sentence (caption and dialog). */
+function restartText(
+  model: GpuKernelModel | null,
+  trans: ICommandContext['trans']
+): string {
+  const { process, nonTorch } = restartReturns(model);
+  if (process !== null && nonTorch !== null) {
+    return trans.__(
+      'Restart the kernel: frees all its VRAM (%1, of which %2 CUDA context and libraries that nothing else frees) and loses all variables',
+      formatBytes(process),
+      formatBytes(nonTorch)
+    );
+  }
+  return trans.__(
+    'Restart the kernel: frees all VRAM, including the CUDA context, and loses all variables'
+  );
+}
+
 /** Register Restart Kernel to Free GPU…. */
 export function addRestartCommand(ctx: ICommandContext): void {
   const { monitor, trans } = ctx;
   ctx.commands.addCommand(CommandIDs.restartKernel, {
     label: trans.__('Restart Kernel to Free GPU…'),
-    caption: args => {
-      const { process, nonTorch } = restartReturns(ctx.modelFor(args));
-      if (process !== null && nonTorch !== null) {
-        return trans.__(
-          'Restart the kernel: frees all its VRAM (%1, of which %2 CUDA context and libraries that nothing else frees) and loses all variables',
-          formatBytes(process),
-          formatBytes(nonTorch)
-        );
-      }
-      return trans.__(
-        'Restart the kernel: frees all VRAM, including the CUDA context, and loses all variables'
-      );
-    },
+    caption: args => restartText(ctx.modelFor(args), trans),
     describedBy: kernelArgs,
     isEnabled: args => {
       const model = ctx.modelFor(args);
@@ -57,8 +65,13 @@ export function addRestartCommand(ctx: ICommandContext): void {
       if (!panel) {
         return false;
       }
-      if (ctx.sessionDialogs) {
-        return ctx.sessionDialogs.restart(panel.sessionContext);
+      const accepted = await ctx.confirm(
+        trans.__('Restart the kernel of %1?', panel.title.label),
+        `${restartText(model, trans)}.`,
+        trans.__('Restart')
+      );
+      if (!accepted) {
+        return false;
       }
       await panel.sessionContext.restartKernel();
       return true;

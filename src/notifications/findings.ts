@@ -17,7 +17,12 @@ import { factsOf, findings, IFinding } from '../analysis/findings';
 import { MAX_TOAST, sumBytes } from '../analysis/format';
 import type { GpuKernelModel } from '../model';
 import type { IGpuSettings } from '../tokens';
-import type { IRuleContext, IToastRule, RuleResult } from './rule';
+import {
+  IRuleContext,
+  IToastRule,
+  RuleResult,
+  STATE_TOAST_AUTO_CLOSE
+} from './rule';
 
 /** Kinds whose toast is another rule's. */
 const TOLD_ELSEWHERE = new Set(['graph-holder', 'named-older-model']);
@@ -72,7 +77,7 @@ export function findingsRule({ trans, actions }: IRuleContext): IToastRule {
         type: 'warning' as const,
         message: `${text}${more}`,
         signature: list.map(f => `${f.id}=${sumBytes(f.bytes)}`).join(';'),
-        autoClose: false as const,
+        autoClose: STATE_TOAST_AUTO_CLOSE,
         actions: [
           ...(fix ? [fix] : []),
           actions.openPanel(fix ? undefined : 'accent'),

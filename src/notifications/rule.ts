@@ -21,6 +21,16 @@ import type { IToast, ToastPolicy } from './toasts';
 export type RuleResult = ReadonlyArray<IToast> | null;
 
 /**
+ * How long a toast about the kernel's state (stacked models, findings, graph
+ * holders) stays on screen, milliseconds (15 s). It would otherwise cover
+ * the VRAM panel's lower rows for good; JupyterLab keeps it in its
+ * notification center (the bell in the status bar), the panel lists the
+ * same, and an update in place (the state got worse) shows it again. The
+ * leak toast of a climbing cell and the OOM toast stay until closed.
+ */
+export const STATE_TOAST_AUTO_CLOSE = 15_000;
+
+/**
  * One kind of toast. A rule only decides (message, type, actions, key); it
  * never calls `Notification` itself.
  */

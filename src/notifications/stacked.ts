@@ -27,7 +27,12 @@ import {
 import type { GpuKernelModel } from '../model';
 import type { IInventory, IModelInfo } from '../protocol';
 import type { IGpuSettings } from '../tokens';
-import type { IRuleContext, IToastRule, RuleResult } from './rule';
+import {
+  IRuleContext,
+  IToastRule,
+  RuleResult,
+  STATE_TOAST_AUTO_CLOSE
+} from './rule';
 import { describeStacking } from './text';
 
 /** The older instance a group's toast tells: the newest stale one, else the newest older one. */
@@ -66,7 +71,7 @@ export function stackedRule({ trans, actions }: IRuleContext): IToastRule {
         message: describeStacking(group, trans, groups.length - 1, older),
         // Which instances stack: a new cell with the same ones changes nothing.
         signature: `${stackingSignature(groups)}:${older.stale}`,
-        autoClose: false,
+        autoClose: STATE_TOAST_AUTO_CLOSE,
         actions: [
           ...(older.stale
             ? [actions.cleanGpu(kernelId), actions.restartKernel(kernelId)]

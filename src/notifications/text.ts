@@ -241,8 +241,8 @@ export function describeGraphHolder(
       graph.count,
       path,
       graph.truncated ? '≥' : '~',
-      formatBytes(row.deviceBytes),
-      row.device ?? '?'
+      formatBytes(row.device === null ? row.bytes : row.deviceBytes),
+      row.device ?? 'cpu'
     ] as const;
   const compose = (path: string) =>
     trans._n(

@@ -134,23 +134,51 @@ function PanelHeader(props: {
   );
 }
 
-/** Why there is no chart: the kernel has no CUDA device NVML sees. */
+/**
+ * Why NVML gave no device, from the agent's `nvmlError` (its fixed prefixes,
+ * src/agent/gpu_hygiene_agent/devices.py): nvidia-ml-py is missing, the
+ * driver (libnvidia-ml) is missing or failed, or NVML lists no device.
+ */
+export function noGpuCause(
+  reason: string | null
+): 'no-pynvml' | 'no-driver' | 'no-device' {
+  if (reason?.startsWith('nvidia-ml-py (pynvml) not importable')) {
+    return 'no-pynvml';
+  }
+  return reason?.startsWith('NVML initialisation failed')
+    ? 'no-driver'
+    : 'no-device';
+}
+
+/** Why there is no chart: the kernel sees no CUDA device; the raw NVML error under "Details". */
 function NoGpuState(props: {
   reason: string | null;
   trans: TranslationBundle;
 }): JSX.Element {
-  const { trans } = props;
+  const { reason, trans } = props;
+  const cause = noGpuCause(reason);
   return (
     <EmptyState kind="no-gpu">
-      <strong>{trans.__('No GPU in this kernel.')}</strong>{' '}
-      {trans.__(
-        'The chart, per-cell allocation and leak trend need a CUDA device visible to the kernel, and nvidia-ml-py in its environment for device-wide figures (pip install nvidia-ml-py). Live models and what holds them are listed below.'
-      )}
-      <div className="jp-GpuHygiene-note">
-        {props.reason
-          ? trans.__('NVML: %1', props.reason)
-          : trans.__('NVML sees no CUDA device for this kernel.')}
+      <div data-cause={cause}>
+        <strong>{trans.__('No GPU visible to this kernel.')}</strong>{' '}
+        {cause === 'no-driver'
+          ? trans.__(
+              'No NVIDIA driver was found, so there is no VRAM to chart. Memory below is CPU RAM.'
+            )
+          : cause === 'no-pynvml'
+            ? trans.__(
+                'If the machine has an NVIDIA GPU, install nvidia-ml-py in the kernel’s environment (pip install nvidia-ml-py). Memory below is CPU RAM.'
+              )
+            : trans.__(
+                'The NVIDIA driver lists no device for this kernel (see CUDA_VISIBLE_DEVICES). Memory below is CPU RAM.'
+              )}
       </div>
+      {reason && (
+        <details className="jp-GpuHygiene-noGpuDetails">
+          <summary>{trans.__('Details')}</summary>
+          <code className="jp-GpuHygiene-code">{reason}</code>
+        </details>
+      )}
     </EmptyState>
   );
 }
@@ -202,7 +230,11 @@ function ChartSection(
   );
 }
 
-/** "Who holds VRAM": the roots, the models' holders, the largest tensors and the graph holders. */
+/**
+ * "Who holds VRAM" ("Who holds memory" without CUDA figures: the bytes are
+ * then CPU RAM): the roots, the models' holders, the largest tensors and the
+ * graph holders.
+ */
 function HoldersSection(
   props: Pick<
     IPanelContentProps,
@@ -212,7 +244,9 @@ function HoldersSection(
   const { data, trans } = props;
   return (
     <>
-      <h3 className="jp-GpuHygiene-heading">{trans.__('Who holds VRAM')}</h3>
+      <h3 className="jp-GpuHygiene-heading">
+        {data.gpu ? trans.__('Who holds VRAM') : trans.__('Who holds memory')}
+      </h3>
       {data.roots && <RootsTable summary={data.roots} trans={trans} />}
       <HoldersTable
         rows={data.holders}

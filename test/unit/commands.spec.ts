@@ -229,6 +229,10 @@ describe('fix a graph holder (VRAM panel, toast)', () => {
     expect(inserted[0].source).toContain(
       'def _gpu_hygiene_detach_graphs(name="val_losses"):'
     );
+    // Insert only (the setting): a toast says the cell still has to run.
+    expect(Notification.manager.notifications.map(n => n.message)).toContain(
+      'Run the inserted cell to detach the tensors in val_losses.'
+    );
   });
 
   it('inserts nothing when the user cancels', async () => {
@@ -322,6 +326,28 @@ describe('issue 17: delete an owner variable, restart says what it returns', () 
     expect(commands.caption(CommandIDs.restartKernel, {})).toBe(
       'Restart the kernel: frees all its VRAM (700.0 MiB, of which 636.0 MiB CUDA context and libraries that nothing else frees) and loses all variables'
     );
+  });
+  it('asks first, saying what a restart frees and loses; Cancel restarts nothing', async () => {
+    const { commands, panel } = setup();
+    const restart = jest.fn(async () => true);
+    (panel as any).sessionContext = { restartKernel: restart };
+    (panel as any).title = { label: 'train.ipynb' };
+    (showDialog as jest.Mock).mockResolvedValueOnce({
+      button: { accept: false }
+    });
+    expect(await commands.execute(CommandIDs.restartKernel, {})).toBe(false);
+    const calls = (showDialog as jest.Mock).mock.calls;
+    const dialog = calls[calls.length - 1][0];
+    expect(dialog.title).toBe('Restart the kernel of train.ipynb?');
+    expect(dialog.body).toBe(
+      'Restart the kernel: frees all VRAM, including the CUDA context, and loses all variables.'
+    );
+    expect(restart).not.toHaveBeenCalled();
+    (showDialog as jest.Mock).mockResolvedValueOnce({
+      button: { accept: true }
+    });
+    expect(await commands.execute(CommandIDs.restartKernel, {})).toBe(true);
+    expect(restart).toHaveBeenCalledTimes(1);
   });
 });
 

@@ -178,6 +178,29 @@ describe('graph-holder toast', () => {
     notifier.dispose();
   });
 
+  it('CPU RAM only: an info toast from 64 MiB, Fix… from 1 MiB; none below', () => {
+    const { model, notifier } = setup();
+    const infos = () =>
+      Notification.manager.notifications.filter(n => n.type === 'info');
+    model.apply(
+      withGraphs([
+        graphHolder({ bytes: { cpu: 78 * MiB } }),
+        graphHolder({ name: 'small', path: 'small', bytes: { cpu: 76 } })
+      ])
+    );
+    expect(warnings()).toHaveLength(0);
+    expect(infos().map(n => n.message)).toEqual([
+      'val_losses keeps 4 autograd graphs alive (~78.0 MiB on cpu): store loss.item() or loss.detach(), or run evaluation under torch.no_grad().'
+    ]);
+    expect(infos()[0].options.autoClose).toBe(15_000);
+    const rows = graphRows(model.inventory);
+    expect(rows.map(r => [r.graph.name, r.fixable])).toEqual([
+      ['val_losses', true],
+      ['small', false] // 76 B: no Fix…
+    ]);
+    notifier.dispose();
+  });
+
   it('keeps its figures true while the list grows, and never cuts the name', () => {
     // the H200 recording leak-append-loss: val_losses after one training
     // cell (60 graphs, 4.9 GiB) and after the second (120, 9.8 GiB), beside

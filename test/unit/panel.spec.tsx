@@ -10,7 +10,7 @@ import { HoldersTable } from '../../src/panel/tables/holders';
 import { RootsTable } from '../../src/panel/tables/roots';
 import { TensorsTable } from '../../src/panel/tables/tensors';
 import { TrendSummary } from '../../src/panel/trend';
-import { PanelContent } from '../../src/panel/view';
+import { noGpuCause, PanelContent } from '../../src/panel/view';
 import { graphRows } from '../../src/analysis/graphs';
 import {
   DEFAULT_HOLDER_SORT,
@@ -272,6 +272,22 @@ describe('HoldersTable', () => {
   });
 });
 
+describe('noGpuCause', () => {
+  it('tells a missing nvidia-ml-py from a missing driver, from the agent’s nvmlError', () => {
+    expect(
+      noGpuCause(
+        "nvidia-ml-py (pynvml) not importable: ModuleNotFoundError: No module named 'pynvml'"
+      )
+    ).toBe('no-pynvml');
+    expect(
+      noGpuCause(
+        'NVML initialisation failed: NVMLError_LibraryNotFound: NVML Shared Library Not Found'
+      )
+    ).toBe('no-driver');
+    expect(noGpuCause(null)).toBe('no-device');
+  });
+});
+
 describe('PanelContent', () => {
   function noGpuModel(): GpuKernelModel {
     const model = new GpuKernelModel({ kernelId: 'cpu' });
@@ -283,7 +299,8 @@ describe('PanelContent', () => {
       pid: 1,
       torch: null,
       nvml: false,
-      nvmlError: 'NVML Shared Library Not Found',
+      nvmlError:
+        'NVML initialisation failed: NVMLError_LibraryNotFound: NVML Shared Library Not Found',
       devices: []
     });
     model.apply({
@@ -320,11 +337,18 @@ describe('PanelContent', () => {
         trans={trans}
       />
     );
-    expect(screen.getByText('No GPU in this kernel.')).toBeTruthy();
-    expect(container.textContent).toContain(
-      'NVML: NVML Shared Library Not Found'
+    // NVML's library is missing (no driver): said plainly, the raw error
+    // under Details, no advice to install nvidia-ml-py (it is installed).
+    expect(screen.getByText('No GPU visible to this kernel.')).toBeTruthy();
+    expect(container.textContent).toContain('No NVIDIA driver was found');
+    expect(
+      container.querySelector('.jp-GpuHygiene-noGpuDetails code')?.textContent
+    ).toBe(
+      'NVML initialisation failed: NVMLError_LibraryNotFound: NVML Shared Library Not Found'
     );
-    expect(container.textContent).toContain('pip install nvidia-ml-py');
+    expect(container.textContent).not.toContain('pip install nvidia-ml-py');
+    expect(container.textContent).toContain('Who holds memory');
+    expect(container.textContent).not.toContain('Who holds VRAM');
     expect(container.querySelector('.jp-GpuHygiene-chart')).toBeNull();
     expect(
       container

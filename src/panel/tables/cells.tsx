@@ -126,9 +126,13 @@ export function CellTable(props: {
   if (!cells.length) {
     return (
       <EmptyState kind="no-cells">
-        {trans.__(
-          'No cell has run since the agent started. Run a cell: each execution adds a row with its duration, allocation and the models it created.'
-        )}
+        {gpu
+          ? trans.__(
+              'No cell has run since the agent started. Run a cell: each execution adds a row with its duration, allocation and the models it created.'
+            )
+          : trans.__(
+              'No cell has run since the agent started. Run a cell: each execution adds a row with its duration and the models it created.'
+            )}
       </EmptyState>
     );
   }

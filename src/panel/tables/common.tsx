@@ -93,3 +93,40 @@ export function SortHeader<K extends string>(props: {
     </th>
   );
 }
+
+/**
+ * One Python identifier or holder path (`model`, `Out[2]`, `trainer.ema`) in
+ * the code font, on one line: `span.jp-GpuHygiene-ident`, cut with an
+ * ellipsis when its column is narrower (the full text in `title`), never
+ * broken mid-word.
+ */
+export function Identifier(props: { name: string }): JSX.Element {
+  return (
+    <span className="jp-GpuHygiene-ident" title={props.name}>
+      {props.name}
+    </span>
+  );
+}
+
+/**
+ * Names as {@link Identifier}s separated by ", ", at most `max` and then
+ * `+n`: lines break between names only.
+ */
+export function IdentifierList(props: {
+  names: ReadonlyArray<string>;
+  max: number;
+}): JSX.Element {
+  const { names, max } = props;
+  const shown = names.slice(0, max);
+  return (
+    <>
+      {shown.map((name, i) => (
+        <React.Fragment key={`${name}:${i}`}>
+          {i > 0 && ', '}
+          <Identifier name={name} />
+        </React.Fragment>
+      ))}
+      {names.length > max && ` +${names.length - max}`}
+    </>
+  );
+}

@@ -8,6 +8,7 @@ import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
 import { formatBytes, formatPlacement } from '../../analysis/format';
 import type { IGraphRow } from '../../analysis/graphs';
+import { Identifier } from './common';
 
 /**
  * Variables that keep autograd graphs alive (`losses.append(loss)`), with
@@ -58,8 +59,8 @@ export function GraphsTable(props: {
               key={`${row.graph.name}:${row.graph.path}`}
               data-graph={row.graph.name}
             >
-              <td className="jp-GpuHygiene-path" title={row.graph.path}>
-                {row.graph.path}
+              <td className="jp-GpuHygiene-path">
+                <Identifier name={row.graph.path} />
               </td>
               <td className="jp-GpuHygiene-nowrap">
                 {trans.__('%1 in a %2', row.graph.count, row.graph.container)}
@@ -79,9 +80,9 @@ export function GraphsTable(props: {
                 {row.graph.truncated ? '≥ ' : '~'}
                 {formatBytes(row.bytes)}
               </td>
-              <td>
+              <td className="jp-GpuHygiene-gradFn">
                 <div className="jp-GpuHygiene-state">
-                  <span>{row.graph.gradFn}</span>
+                  <Identifier name={row.graph.gradFn} />
                   {row.fixable && (
                     <button
                       className="jp-GpuHygiene-action jp-GpuHygiene-action-fix"

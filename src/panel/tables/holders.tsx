@@ -7,9 +7,9 @@
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
-import { formatBytes, formatPlacement, listNames } from '../../analysis/format';
+import { formatBytes, formatPlacement } from '../../analysis/format';
 import type { IHolderRow, IHolderSort, IPartRow } from '../../analysis/holders';
-import { EmptyState, SortHeader } from './common';
+import { EmptyState, Identifier, IdentifierList, SortHeader } from './common';
 
 /** Holder paths shown in a row's first cell before `+n`. */
 const MAX_PATHS = 4;
@@ -114,9 +114,11 @@ function ModelRow(
   return (
     <tr data-model-id={row.model.id} data-state={row.state}>
       <td className="jp-GpuHygiene-path" title={row.paths.join('\n')}>
-        {row.paths.length
-          ? listNames(row.paths, MAX_PATHS)
-          : trans.__('nothing named')}
+        {row.paths.length ? (
+          <IdentifierList names={row.paths} max={MAX_PATHS} />
+        ) : (
+          trans.__('nothing named')
+        )}
       </td>
       <td title={`${row.model.module}.${row.model.className}`}>
         {row.model.label.startsWith(row.kind) ? null : (
@@ -224,7 +226,7 @@ function PartRow(props: {
         <span className="jp-GpuHygiene-partMark" aria-hidden="true">
           ↳{' '}
         </span>
-        {part.path}
+        <Identifier name={part.path} />
       </td>
       <td>
         <span className="jp-GpuHygiene-kind">

@@ -9,6 +9,7 @@ import React from 'react';
 import { formatBytes, formatPlacement } from '../../analysis/format';
 import type { IRootsSummary } from '../../analysis/holders';
 import type { RootKind } from '../../protocol';
+import { Identifier } from './common';
 
 /** Label of a root's kind, translated, e.g. `"output cache"`. */
 export function rootKindLabel(
@@ -71,8 +72,8 @@ export function RootsTable(props: {
             data-root-kind={row.kind}
             data-root={row.name}
           >
-            <td className="jp-GpuHygiene-path" title={row.name}>
-              {row.name}
+            <td className="jp-GpuHygiene-path">
+              <Identifier name={row.name} />
             </td>
             <td>{rootKindLabel(row.kind, trans)}</td>
             <td

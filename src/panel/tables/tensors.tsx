@@ -8,6 +8,7 @@ import React from 'react';
 import { formatBytes } from '../../analysis/format';
 import { formatShape } from '../../analysis/holders';
 import type { ITensorInfo } from '../../protocol';
+import { Identifier } from './common';
 
 /**
  * The largest tensors outside any model (≥ 1 MiB, at most 20, as the agent
@@ -44,8 +45,8 @@ export function TensorsTable(props: {
       <tbody>
         {tensors.map((tensor, i) => (
           <tr key={`${tensor.path}:${i}`} data-tensor-kind={tensor.kind}>
-            <td className="jp-GpuHygiene-path" title={tensor.path}>
-              {tensor.path}
+            <td className="jp-GpuHygiene-path">
+              <Identifier name={tensor.path} />
             </td>
             <td className="jp-GpuHygiene-nowrap">
               {formatShape(tensor.shape)} {tensor.dtype} {tensor.device}
@@ -53,7 +54,9 @@ export function TensorsTable(props: {
             <td className="jp-GpuHygiene-nowrap">
               {formatBytes(tensor.bytes)}
             </td>
-            <td>{tensor.gradFn ?? '—'}</td>
+            <td className="jp-GpuHygiene-path">
+              {tensor.gradFn ? <Identifier name={tensor.gradFn} /> : '—'}
+            </td>
           </tr>
         ))}
       </tbody>
