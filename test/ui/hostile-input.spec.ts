@@ -12,7 +12,12 @@
  */
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import type { Page, TestInfo } from '@playwright/test';
-import { currentModel, watchPage } from './probes';
+import {
+  currentModel,
+  gaugeDetails,
+  openPanelFromGauge,
+  watchPage
+} from './probes';
 
 // Galata's kernels fixture intercepts POST .../restart; a real restart needs it off.
 test.use({ kernels: null, autoGoto: true });
@@ -58,9 +63,9 @@ async function putCell(
   );
 }
 
-/** The gauge tooltip, one entry per line. */
+/** The gauge's breakdown (its popup's text), one entry per line. */
 async function tooltip(page: Page): Promise<string[]> {
-  return ((await page.locator(gauge).getAttribute('title')) ?? '').split('\n');
+  return (await gaugeDetails(page)).split('\n');
 }
 
 /** Run code as another extension would: a silent execute, no cell. */
@@ -238,7 +243,7 @@ test('a class and a variable named <img src=x onerror=alert(1)> show as text eve
     )
     .toHaveLength(1);
   // the panel
-  await page.locator(gauge).click();
+  await openPanelFromGauge(page);
   const panel = page.locator('#jp-GpuHygiene-panel');
   await expect(panel).toContainText(HOSTILE);
   // as a model's class and as the variable holding it

@@ -18,6 +18,7 @@ import {
   currentModel,
   IBrowserCounts,
   kernelCounts,
+  openGaugePopup,
   watchPage
 } from './probes';
 
@@ -147,20 +148,21 @@ async function kernelSignalSlots(page: Page): Promise<Record<string, number>> {
 
 /**
  * SIGKILL the kernel process and measure, in the page, how long until the
- * gauge first says "kernel dead" (ms), with the first line of its tooltip.
+ * gauge first says "kernel dead" (ms), with the lead line of its popup
+ * (opened before the kill; it follows the kernel's state).
  */
 async function killAndTime(
   page: Page,
   pid: number
 ): Promise<{ ms: number; tooltip: string }> {
+  const popup = await openGaugePopup(page);
   await page.evaluate(() => {
-    const timing = { start: performance.now(), dead: 0, tooltip: '' };
+    const timing = { start: performance.now(), dead: 0 };
     (window as any).__gpuHygieneDead = timing;
     const observer = new MutationObserver(() => {
       const element = document.querySelector('.jp-GpuHygiene-gauge');
       if (!timing.dead && element?.getAttribute('data-kind') === 'dead') {
         timing.dead = performance.now();
-        timing.tooltip = element.getAttribute('title') ?? '';
         observer.disconnect();
       }
     });
@@ -179,9 +181,13 @@ async function killAndTime(
     })
     .toBeGreaterThan(0);
   const timing = await page.evaluate(() => (window as any).__gpuHygieneDead);
+  const lead = popup.locator(
+    '.jp-GpuHygiene-popupContent[data-kind="dead"] .jp-GpuHygiene-popupLead'
+  );
+  await lead.waitFor({ state: 'attached' });
   return {
     ms: Math.round(timing.dead - timing.start),
-    tooltip: timing.tooltip.split('\n')[0]
+    tooltip: (await lead.textContent()) ?? ''
   };
 }
 
