@@ -30,7 +30,7 @@ test('parts, graph holders and the out-of-memory diagnosis', async ({
 }) => {
   const noise = collectNoise(page, /gpu.hygiene|gpu_hygiene|recharts/i);
 
-  await page.notebook.createNew('diagnosis.ipynb');
+  await page.notebook.createNew('diagnosis.ipynb', { kernel: 'python3' });
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
     timeout: 120000
   });

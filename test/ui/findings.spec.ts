@@ -105,7 +105,7 @@ test('findings of a real kernel and the fix of each: owner object, output cache,
   page
 }) => {
   const noise = collectNoise(page, /gpu.hygiene|gpu_hygiene|recharts/i);
-  await page.notebook.createNew('findings.ipynb');
+  await page.notebook.createNew('findings.ipynb', { kernel: 'python3' });
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
     timeout: 120000
   });
@@ -182,7 +182,7 @@ test('after a finished Ultralytics training: Drop the finished trainer, keep the
   page
 }) => {
   const noise = collectNoise(page, /gpu.hygiene|gpu_hygiene|recharts/i);
-  await page.notebook.createNew('trained.ipynb');
+  await page.notebook.createNew('trained.ipynb', { kernel: 'python3' });
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
     timeout: 120000
   });
@@ -222,7 +222,9 @@ test('CUDA-only findings (synthetic inventory): shared bytes, fragmented cache, 
   page
 }) => {
   const noise = collectNoise(page, /gpu.hygiene|gpu_hygiene|recharts/i);
-  await page.notebook.createNew('synthetic-findings.ipynb');
+  await page.notebook.createNew('synthetic-findings.ipynb', {
+    kernel: 'python3'
+  });
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
     timeout: 120000
   });

@@ -36,7 +36,7 @@ async function newNotebook(
   page: IJupyterLabPageFixture,
   name: string
 ): Promise<void> {
-  await page.notebook.createNew(name);
+  await page.notebook.createNew(name, { kernel: 'python3' });
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
     timeout: 120000
   });

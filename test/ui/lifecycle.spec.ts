@@ -211,7 +211,7 @@ test('50 restarts in a row and a restart-and-run-all leave one agent and the sam
 }, testInfo) => {
   test.setTimeout(600000);
   const seen = watchPage(page);
-  await page.notebook.createNew('restarts.ipynb');
+  await page.notebook.createNew('restarts.ipynb', { kernel: 'python3' });
   let model = await agentReady(page);
   const before = await browserCounts(page);
   report(testInfo, 'browser counts before any restart', before);
@@ -309,7 +309,7 @@ test('a kernel change and a closed notebook dispose the old comm and listeners',
 }, testInfo) => {
   test.setTimeout(300000);
   const seen = watchPage(page);
-  await page.notebook.createNew('change.ipynb');
+  await page.notebook.createNew('change.ipynb', { kernel: 'python3' });
   const first = await agentReady(page);
   expect(await browserCounts(page)).toEqual(ONE_KERNEL);
 
@@ -413,7 +413,7 @@ test('a kernel killed from outside shows "kernel dead" within 2 s and recovers',
 }, testInfo) => {
   test.setTimeout(300000);
   const seen = watchPage(page);
-  await page.notebook.createNew('killed.ipynb');
+  await page.notebook.createNew('killed.ipynb', { kernel: 'python3' });
   const before = await agentReady(page);
   await expect(page.locator(gauge)).toHaveText('No GPU');
 

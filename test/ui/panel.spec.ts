@@ -189,7 +189,7 @@ test('the chart in light and dark themes (synthetic GPU series)', async ({
   });
   page.on('pageerror', error => noise.push(`pageerror: ${error.message}`));
   await page.goto();
-  await page.notebook.createNew('synthetic.ipynb');
+  await page.notebook.createNew('synthetic.ipynb', { kernel: 'python3' });
   const gauge = page.locator('.jp-GpuHygiene-gauge');
   await expect(gauge).toHaveAttribute('data-kind', 'no-gpu', {
     timeout: 120000
