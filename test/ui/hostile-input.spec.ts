@@ -63,7 +63,7 @@ async function putCell(
   );
 }
 
-/** The gauge's breakdown (its popup's text), one entry per line. */
+/** The gauge's breakdown (its popup's text: headings, lines, notes), one entry per line. */
 async function tooltip(page: Page): Promise<string[]> {
   return (await gaugeDetails(page)).split('\n');
 }
@@ -332,7 +332,7 @@ test('agent errors show once in the gauge tooltip and never in a cell output', a
   await expect
     .poll(async () =>
       (await tooltip(page))
-        .filter(line => line.startsWith('Agent error'))
+        .filter(line => line.startsWith('Agent error ('))
         .sort()
     )
     .toEqual([
@@ -349,7 +349,7 @@ test('agent errors show once in the gauge tooltip and never in a cell output', a
   report(
     testInfo,
     'agent error lines in the tooltip',
-    lines.filter(line => line.startsWith('Agent error'))
+    lines.filter(line => line.startsWith('Agent error ('))
   );
   expect(lines.filter(line => line.includes('division by zero'))).toHaveLength(
     1
@@ -375,7 +375,7 @@ test('agent errors show once in the gauge tooltip and never in a cell output', a
     .poll(async () => (await currentModel(page))?.status, { timeout: 120000 })
     .toBe('ready');
   expect(
-    (await tooltip(page)).filter(line => line.startsWith('Agent error'))
+    (await tooltip(page)).filter(line => line.startsWith('Agent error ('))
   ).toEqual([]);
   expect(seen.pageErrors).toEqual([]);
   expect(seen.console).toEqual([]);
