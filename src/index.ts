@@ -89,10 +89,11 @@ const statusbarPlugin: JupyterFrontEndPlugin<void> = {
   ) => {
     const trans = (translator ?? nullTranslator).load(DOMAIN);
     const model = new GaugeModel(monitor);
-    const gauge = new GpuGauge(model, trans, () => {
-      if (app.commands.hasCommand(CommandIDs.openPanel)) {
-        void app.commands.execute(CommandIDs.openPanel);
-      }
+    // In the status bar a click opens the gauge's popup (breakdown, VRAM
+    // panel, Clean GPU); in Notebook 7's menu bar, the VRAM panel.
+    const gauge = new GpuGauge(model, trans, {
+      commands: app.commands,
+      popup: statusBar !== null
     });
     if (!statusBar) {
       addGaugeToMenuArea(app.shell, gauge, model);

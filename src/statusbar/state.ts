@@ -1,7 +1,9 @@
 /**
  * What the status bar gauge shows, as a pure function of a kernel model and
  * the settings (so it is unit-tested without a DOM); the devices' tooltip
- * lines are `tooltip.ts`.
+ * lines are `tooltip.ts`. The breakdown is structured (`details`: a lead
+ * sentence, secondary notes, one section per device, a summary) for the
+ * gauge's popup, and flattened into `tooltip` lines.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import {
@@ -15,17 +17,36 @@ import type { IGpuProcessesJoin } from '../analysis/gpuprocesses';
 import type { GpuKernelModel } from '../model';
 import type { IModelInfo } from '../protocol';
 import type { IGpuSettings } from '../tokens';
-import { devicesLines } from './tooltip';
+import { deviceSections, IDeviceSection } from './tooltip';
 
 /** Colour level of the gauge bar. */
 export type GaugeLevel = 'ok' | 'warn' | 'critical' | 'none';
+
+/** The gauge's breakdown, as its popup shows it. */
+export interface IGaugeDetails {
+  /**
+   * A plain sentence that comes first (no GPU, kernel dead, restarting…),
+   * or null when the devices' figures say it all.
+   */
+  lead: string | null;
+  /** Secondary lines under the lead, shown smaller: the raw reason (NVML's error). */
+  notes: string[];
+  /** One section per device the gauge tells (NVML's figures, this kernel's bands). */
+  devices: IDeviceSection[];
+  /** Findings, live models, model memory in RAM. */
+  summary: string[];
+  /** Agent errors, one line each (at most 300 characters). */
+  errors: string[];
+}
 
 /** Everything the gauge renders. */
 export interface IGaugeState {
   /** Short text in the status bar. */
   text: string;
-  /** Tooltip lines (the breakdown). */
+  /** The breakdown's lines, flattened from `details` (lead, notes, devices, summary, errors). */
   tooltip: string[];
+  /** The breakdown, structured (the gauge's popup). */
+  details: IGaugeDetails;
   /** Fraction 0–1 of device memory used, or null when there is no bar. */
   fraction: number | null;
   /** Bar colour level. */
@@ -76,55 +97,59 @@ function statusState(
   trans: TranslationBundle
 ): IGaugeState | null {
   const none = { fraction: null, level: 'none' as GaugeLevel };
+  const lead = (line: string) => ({
+    tooltip: [line],
+    details: Private.details({ lead: line })
+  });
   switch (model.status) {
     case 'unsupported':
       return {
         ...none,
         kind: 'unsupported',
         text: trans.__('GPU hygiene: kernel not supported'),
-        tooltip: [
+        ...lead(
           trans.__(
             'The kernel language is %1; GPU hygiene watches Python kernels only. Nothing is sent to this kernel.',
             model.language ?? trans.__('unknown')
           )
-        ]
+        )
       };
     case 'failed':
       return {
         ...none,
         kind: 'failed',
         text: trans.__('GPU hygiene: agent failed'),
-        tooltip: [
+        ...lead(
           trans.__(
             'The GPU hygiene agent could not start in this kernel: %1',
             model.failure ?? ''
           )
-        ]
+        )
       };
     case 'dead':
       return {
         ...none,
         kind: 'dead',
         text: trans.__('VRAM: kernel dead'),
-        tooltip: [Private.deadLine(model, trans)]
+        ...lead(Private.deadLine(model, trans))
       };
     case 'restarting':
       return {
         ...none,
         kind: 'restarting',
         text: trans.__('VRAM: restarting…'),
-        tooltip: [
+        ...lead(
           trans.__(
             'The kernel is restarting; the agent is sent again when it is ready.'
           )
-        ]
+        )
       };
     case 'starting':
       return {
         ...none,
         kind: 'starting',
         text: trans.__('VRAM: …'),
-        tooltip: [trans.__('Waiting for the kernel’s GPU hygiene agent.')]
+        ...lead(trans.__('Waiting for the kernel’s GPU hygiene agent.'))
       };
     default:
       return null;
@@ -183,24 +208,37 @@ function noGpuState(
           formatBytes(ram)
         );
   const hello = model.hello;
+  // A CUDA device the agent saw, without NVML's figures: there is a GPU,
+  // only its memory cannot be read.
+  const seen =
+    (hello?.devices.length ?? 0) > 0 ||
+    (model.latestSample?.devices.length ?? 0) > 0;
+  const lead = seen
+    ? trans.__('This kernel’s GPU memory cannot be measured')
+    : trans.__('No NVIDIA GPU visible to this kernel');
   const reason = hello?.nvml
     ? trans.__('NVML found no CUDA device for this kernel.')
     : trans.__(
         'VRAM not measurable: %1',
         hello?.nvmlError ?? trans.__('NVML is not available in the kernel')
       );
+  const details = Private.details({
+    lead,
+    notes: [reason],
+    summary: [
+      ...summary.findings,
+      summary.models,
+      trans.__('Model memory in RAM: %1', formatBytes(ram))
+    ],
+    errors: summary.errors
+  });
   return {
     fraction: null,
     level: 'none',
     kind: 'no-gpu',
     text,
-    tooltip: [
-      reason,
-      ...summary.findings,
-      summary.models,
-      trans.__('Model memory in RAM: %1', formatBytes(ram)),
-      ...summary.errors
-    ]
+    tooltip: Private.flatten(details),
+    details
   };
 }
 
@@ -240,6 +278,11 @@ export function gaugeState(
     processes && processes.t >= latestT - GPU_PROCESSES_MAX_AGE_S
       ? processes
       : null;
+  const details = Private.details({
+    devices: deviceSections(model, device, models, join, trans),
+    summary: [...summary.findings, summary.models],
+    errors: summary.errors
+  });
   return {
     kind: 'gpu',
     text: trans.__(
@@ -247,12 +290,8 @@ export function gaugeState(
       formatBytes(device.used),
       formatBytes(device.total)
     ),
-    tooltip: [
-      ...devicesLines(model, device, models, join, trans),
-      ...summary.findings,
-      summary.models,
-      ...summary.errors
-    ],
+    tooltip: Private.flatten(details),
+    details,
     fraction,
     level: levelOf(fraction, settings)
   };
@@ -260,6 +299,28 @@ export function gaugeState(
 
 /** Module-private helpers. */
 namespace Private {
+  /** Details with the parts not given empty. */
+  export function details(parts: Partial<IGaugeDetails>): IGaugeDetails {
+    return {
+      lead: null,
+      notes: [],
+      devices: [],
+      summary: [],
+      errors: [],
+      ...parts
+    };
+  }
+
+  /** The breakdown as lines: lead, notes, each device's heading and lines, summary, errors. */
+  export function flatten(details: IGaugeDetails): string[] {
+    return [
+      ...(details.lead === null ? [] : [details.lead]),
+      ...details.notes,
+      ...details.devices.flatMap(d => [d.heading, ...d.lines]),
+      ...details.summary,
+      ...details.errors
+    ];
+  }
   /**
    * The findings in one line, e.g. "Findings: 2 warnings (36.2 MiB), 1
    * info"; none when there is no finding.

@@ -192,10 +192,52 @@ function deviceLines(
   return lines;
 }
 
+/** One device's part of the breakdown: its heading and its lines. */
+export interface IDeviceSection {
+  /** NVML name and CUDA index, e.g. "NVIDIA H200 (cuda:0)". */
+  heading: string;
+  /** NVML's figures, this kernel's bands, other processes on the device. */
+  lines: string[];
+}
+
 /**
- * The tooltip lines of every device the tooltip tells: the gauge's
- * `device`, then each other one where this kernel holds memory, each with
- * what the user's other kernels and other processes hold there (`join`).
+ * The breakdown of every device the gauge tells, one section each: the
+ * gauge's `device`, then each other one where this kernel holds memory,
+ * each with what the user's other kernels and other processes hold there
+ * (`join`).
+ */
+export function deviceSections(
+  model: GpuKernelModel,
+  device: IDeviceSample,
+  models: ReadonlyArray<IModelInfo>,
+  join: IGpuProcessesJoin | null,
+  trans: TranslationBundle
+): IDeviceSection[] {
+  const others = (model.latestSample?.devices ?? []).filter(
+    d =>
+      d !== device &&
+      ((d.process ?? 0) > 0 || (d.reserved ?? 0) > 0 || d.processHidden)
+  );
+  return [device, ...others].map(d => {
+    const heading = deviceHeading(model, d.index, trans);
+    const lines = deviceLines(
+      d,
+      heading,
+      models
+        .filter(m => m.stale)
+        .reduce((sum, m) => sum + (m.bytes[`cuda:${d.index}`] ?? 0), 0),
+      join
+        ? otherProcessLines(join.totals[deviceKey(d.index)], join.server, trans)
+        : [],
+      trans
+    );
+    return { heading, lines: lines.slice(1) };
+  });
+}
+
+/**
+ * The tooltip lines of every device the gauge tells ({@link deviceSections}
+ * flattened: each heading, then its lines).
  */
 export function devicesLines(
   model: GpuKernelModel,
@@ -204,22 +246,8 @@ export function devicesLines(
   join: IGpuProcessesJoin | null,
   trans: TranslationBundle
 ): string[] {
-  const others = (model.latestSample?.devices ?? []).filter(
-    d =>
-      d !== device &&
-      ((d.process ?? 0) > 0 || (d.reserved ?? 0) > 0 || d.processHidden)
-  );
-  return [device, ...others].flatMap(d =>
-    deviceLines(
-      d,
-      deviceHeading(model, d.index, trans),
-      models
-        .filter(m => m.stale)
-        .reduce((sum, m) => sum + (m.bytes[`cuda:${d.index}`] ?? 0), 0),
-      join
-        ? otherProcessLines(join.totals[deviceKey(d.index)], join.server, trans)
-        : [],
-      trans
-    )
-  );
+  return deviceSections(model, device, models, join, trans).flatMap(s => [
+    s.heading,
+    ...s.lines
+  ]);
 }

@@ -14,7 +14,7 @@
  * after that (the agent's parsing, the `oom` message, the toast) is real.
  */
 import { expect, test } from '@jupyterlab/galata';
-import { collectNoise } from './probes';
+import { collectNoise, openPanelFromGauge } from './probes';
 
 test.use({ autoGoto: true });
 
@@ -30,7 +30,7 @@ test('parts, graph holders and the out-of-memory diagnosis', async ({
 }) => {
   const noise = collectNoise(page, /gpu.hygiene|gpu_hygiene|recharts/i);
 
-  await page.notebook.createNew('diagnosis.ipynb');
+  await page.notebook.createNew('diagnosis.ipynb', { kernel: 'python3' });
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
     timeout: 120000
   });
@@ -57,7 +57,7 @@ test('parts, graph holders and the out-of-memory diagnosis', async ({
   await page.notebook.runCell(1);
   await expect(page.locator(gauge)).toContainText('No GPU · 1 model');
 
-  await page.locator(gauge).click();
+  await openPanelFromGauge(page);
   const panel = page.locator('#jp-GpuHygiene-panel');
   const part = panel.locator('.jp-GpuHygiene-partRow');
   await expect(part).toHaveCount(1);

@@ -16,7 +16,7 @@
  * the real kernel on a real variable of that name.
  */
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
-import { collectNoise } from './probes';
+import { collectNoise, openPanelFromGauge } from './probes';
 
 test.use({ autoGoto: true });
 
@@ -105,11 +105,11 @@ test('findings of a real kernel and the fix of each: owner object, output cache,
   page
 }) => {
   const noise = collectNoise(page, /gpu.hygiene|gpu_hygiene|recharts/i);
-  await page.notebook.createNew('findings.ipynb');
+  await page.notebook.createNew('findings.ipynb', { kernel: 'python3' });
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
     timeout: 120000
   });
-  await page.locator(gauge).click();
+  await openPanelFromGauge(page);
   const panel = page.locator(panelId);
   const finding = (kind: string) =>
     panel.locator(`.jp-GpuHygiene-finding[data-kind="${kind}"]`);
@@ -182,11 +182,11 @@ test('after a finished Ultralytics training: Drop the finished trainer, keep the
   page
 }) => {
   const noise = collectNoise(page, /gpu.hygiene|gpu_hygiene|recharts/i);
-  await page.notebook.createNew('trained.ipynb');
+  await page.notebook.createNew('trained.ipynb', { kernel: 'python3' });
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
     timeout: 120000
   });
-  await page.locator(gauge).click();
+  await openPanelFromGauge(page);
   await runNew(page, TRAINED);
   const owner = page
     .locator(panelId)
@@ -222,13 +222,15 @@ test('CUDA-only findings (synthetic inventory): shared bytes, fragmented cache, 
   page
 }) => {
   const noise = collectNoise(page, /gpu.hygiene|gpu_hygiene|recharts/i);
-  await page.notebook.createNew('synthetic-findings.ipynb');
+  await page.notebook.createNew('synthetic-findings.ipynb', {
+    kernel: 'python3'
+  });
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
     timeout: 120000
   });
   // a real variable of the synthetic root's name, for the inserted cell
   await runNew(page, 'import torch\nacts = [torch.ones(4) for _ in range(3)]');
-  await page.locator(gauge).click();
+  await openPanelFromGauge(page);
   await page.evaluate(async () => {
     const app = (window as any).jupyterapp;
     const token = [...app.pluginRegistry._services.keys()].find(

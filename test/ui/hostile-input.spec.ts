@@ -12,7 +12,12 @@
  */
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import type { Page, TestInfo } from '@playwright/test';
-import { currentModel, watchPage } from './probes';
+import {
+  currentModel,
+  gaugeDetails,
+  openPanelFromGauge,
+  watchPage
+} from './probes';
 
 // Galata's kernels fixture intercepts POST .../restart; a real restart needs it off.
 test.use({ kernels: null, autoGoto: true });
@@ -31,7 +36,7 @@ async function newNotebook(
   page: IJupyterLabPageFixture,
   name: string
 ): Promise<void> {
-  await page.notebook.createNew(name);
+  await page.notebook.createNew(name, { kernel: 'python3' });
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
     timeout: 120000
   });
@@ -58,9 +63,9 @@ async function putCell(
   );
 }
 
-/** The gauge tooltip, one entry per line. */
+/** The gauge's breakdown (its popup's text: headings, lines, notes), one entry per line. */
 async function tooltip(page: Page): Promise<string[]> {
-  return ((await page.locator(gauge).getAttribute('title')) ?? '').split('\n');
+  return (await gaugeDetails(page)).split('\n');
 }
 
 /** Run code as another extension would: a silent execute, no cell. */
@@ -238,7 +243,7 @@ test('a class and a variable named <img src=x onerror=alert(1)> show as text eve
     )
     .toHaveLength(1);
   // the panel
-  await page.locator(gauge).click();
+  await openPanelFromGauge(page);
   const panel = page.locator('#jp-GpuHygiene-panel');
   await expect(panel).toContainText(HOSTILE);
   // as a model's class and as the variable holding it
@@ -327,7 +332,7 @@ test('agent errors show once in the gauge tooltip and never in a cell output', a
   await expect
     .poll(async () =>
       (await tooltip(page))
-        .filter(line => line.startsWith('Agent error'))
+        .filter(line => line.startsWith('Agent error ('))
         .sort()
     )
     .toEqual([
@@ -344,7 +349,7 @@ test('agent errors show once in the gauge tooltip and never in a cell output', a
   report(
     testInfo,
     'agent error lines in the tooltip',
-    lines.filter(line => line.startsWith('Agent error'))
+    lines.filter(line => line.startsWith('Agent error ('))
   );
   expect(lines.filter(line => line.includes('division by zero'))).toHaveLength(
     1
@@ -370,7 +375,7 @@ test('agent errors show once in the gauge tooltip and never in a cell output', a
     .poll(async () => (await currentModel(page))?.status, { timeout: 120000 })
     .toBe('ready');
   expect(
-    (await tooltip(page)).filter(line => line.startsWith('Agent error'))
+    (await tooltip(page)).filter(line => line.startsWith('Agent error ('))
   ).toEqual([]);
   expect(seen.pageErrors).toEqual([]);
   expect(seen.console).toEqual([]);

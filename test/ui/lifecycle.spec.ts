@@ -18,6 +18,7 @@ import {
   currentModel,
   IBrowserCounts,
   kernelCounts,
+  openGaugePopup,
   watchPage
 } from './probes';
 
@@ -147,20 +148,21 @@ async function kernelSignalSlots(page: Page): Promise<Record<string, number>> {
 
 /**
  * SIGKILL the kernel process and measure, in the page, how long until the
- * gauge first says "kernel dead" (ms), with the first line of its tooltip.
+ * gauge first says "kernel dead" (ms), with the lead line of its popup
+ * (opened before the kill; it follows the kernel's state).
  */
 async function killAndTime(
   page: Page,
   pid: number
 ): Promise<{ ms: number; tooltip: string }> {
+  const popup = await openGaugePopup(page);
   await page.evaluate(() => {
-    const timing = { start: performance.now(), dead: 0, tooltip: '' };
+    const timing = { start: performance.now(), dead: 0 };
     (window as any).__gpuHygieneDead = timing;
     const observer = new MutationObserver(() => {
       const element = document.querySelector('.jp-GpuHygiene-gauge');
       if (!timing.dead && element?.getAttribute('data-kind') === 'dead') {
         timing.dead = performance.now();
-        timing.tooltip = element.getAttribute('title') ?? '';
         observer.disconnect();
       }
     });
@@ -179,9 +181,13 @@ async function killAndTime(
     })
     .toBeGreaterThan(0);
   const timing = await page.evaluate(() => (window as any).__gpuHygieneDead);
+  const lead = popup.locator(
+    '.jp-GpuHygiene-popupContent[data-kind="dead"] .jp-GpuHygiene-popupLead'
+  );
+  await lead.waitFor({ state: 'attached' });
   return {
     ms: Math.round(timing.dead - timing.start),
-    tooltip: timing.tooltip.split('\n')[0]
+    tooltip: (await lead.textContent()) ?? ''
   };
 }
 
@@ -205,7 +211,7 @@ test('50 restarts in a row and a restart-and-run-all leave one agent and the sam
 }, testInfo) => {
   test.setTimeout(600000);
   const seen = watchPage(page);
-  await page.notebook.createNew('restarts.ipynb');
+  await page.notebook.createNew('restarts.ipynb', { kernel: 'python3' });
   let model = await agentReady(page);
   const before = await browserCounts(page);
   report(testInfo, 'browser counts before any restart', before);
@@ -303,7 +309,7 @@ test('a kernel change and a closed notebook dispose the old comm and listeners',
 }, testInfo) => {
   test.setTimeout(300000);
   const seen = watchPage(page);
-  await page.notebook.createNew('change.ipynb');
+  await page.notebook.createNew('change.ipynb', { kernel: 'python3' });
   const first = await agentReady(page);
   expect(await browserCounts(page)).toEqual(ONE_KERNEL);
 
@@ -407,7 +413,7 @@ test('a kernel killed from outside shows "kernel dead" within 2 s and recovers',
 }, testInfo) => {
   test.setTimeout(300000);
   const seen = watchPage(page);
-  await page.notebook.createNew('killed.ipynb');
+  await page.notebook.createNew('killed.ipynb', { kernel: 'python3' });
   const before = await agentReady(page);
   await expect(page.locator(gauge)).toHaveText('No GPU');
 

@@ -5,7 +5,7 @@
  * gauge says the kernel is not supported.
  */
 import { expect, test } from '@jupyterlab/galata';
-import { collectNoise } from './probes';
+import { collectNoise, gaugeDetails } from './probes';
 import type { IJupyterLabPageFixture } from '@jupyterlab/galata';
 import { openNotebookOn } from './notebook-file';
 
@@ -49,7 +49,7 @@ test('a non-Python kernel is sent nothing and the gauge says it is not supported
   await expect(page.locator(gauge)).toHaveText(
     'GPU hygiene: kernel not supported'
   );
-  await expect(page.locator(gauge)).toHaveAttribute('title', /echo/);
+  await expect.poll(() => gaugeDetails(page)).toMatch(/echo/);
 
   await page.notebook.setCell(0, 'code', 'hello from the user');
   await page.notebook.runCell(0);

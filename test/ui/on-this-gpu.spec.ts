@@ -17,7 +17,7 @@
 import { expect, test } from '@jupyterlab/galata';
 import type { IJupyterLabPageFixture } from '@jupyterlab/galata';
 import { openNotebookOn } from './notebook-file';
-import { collectNoise } from './probes';
+import { collectNoise, openPanelFromGauge } from './probes';
 
 test.use({ autoGoto: true });
 
@@ -147,7 +147,7 @@ test('On this GPU: the other notebook’s kernel, named by the server, shut down
   );
 
   // The first notebook's panel: the second kernel with its notebook's name.
-  await page.locator(gauge).click();
+  await openPanelFromGauge(page);
   await expect(page.locator(`${panel} .jp-GpuHygiene-panelKernel`)).toHaveText(
     'first.ipynb'
   );

@@ -10,6 +10,7 @@
 import { expect, test } from '@jupyterlab/galata';
 import type { IJupyterLabPageFixture } from '@jupyterlab/galata';
 import { openNotebookOn } from './notebook-file';
+import { openPanelFromGauge } from './probes';
 
 test.use({ autoGoto: true });
 
@@ -61,7 +62,7 @@ for (const silent of [true, false]) {
     });
     await page.notebook.runCell(0);
     await expect(page.locator(gauge)).toContainText('No GPU · 1 model');
-    await page.locator(gauge).click();
+    await openPanelFromGauge(page);
     await expect.poll(() => cellRows(page)).toEqual(['1']);
 
     for (let i = 0; i < 3; i++) {

@@ -11,7 +11,7 @@
  * panel in the light and dark themes are kept as test artifacts.
  */
 import { expect, test } from '@jupyterlab/galata';
-import { collectNoise } from './probes';
+import { collectNoise, openPanelFromGauge } from './probes';
 import * as fs from 'fs';
 import * as path from 'path';
 
@@ -106,9 +106,12 @@ test('VRAM panel: lazy, opened from the gauge, frees a stale holder', async ({
   await page.notebook.runCell(2); // the re-run: the first YOLO is now stale
   await expect(gauge).toContainText('2 models');
 
-  // Open the panel from the gauge; its chunks load now.
-  await expect(gauge).toHaveAttribute('title', /Click for the VRAM panel/);
-  await gauge.click();
+  // Open the panel from the gauge's popup; its chunks load now.
+  await expect(gauge).toHaveAttribute(
+    'title',
+    'GPU memory — click for details'
+  );
+  await openPanelFromGauge(page);
   const panel = page.locator('#jp-GpuHygiene-panel');
   await expect(panel.locator('.jp-GpuHygiene-panelContent')).toBeVisible();
   await expect.poll(() => chunks.includes(recharts)).toBe(true);
@@ -205,7 +208,7 @@ test('the chart in light and dark themes (synthetic GPU series)', async ({
   });
   page.on('pageerror', error => noise.push(`pageerror: ${error.message}`));
   await page.goto();
-  await page.notebook.createNew('synthetic.ipynb');
+  await page.notebook.createNew('synthetic.ipynb', { kernel: 'python3' });
   const gauge = page.locator('.jp-GpuHygiene-gauge');
   await expect(gauge).toHaveAttribute('data-kind', 'no-gpu', {
     timeout: 120000
@@ -325,7 +328,7 @@ test('the chart in light and dark themes (synthetic GPU series)', async ({
     }
   });
 
-  await gauge.click();
+  await openPanelFromGauge(page);
   const panel = page.locator('#jp-GpuHygiene-panel');
   const chart = panel.locator('.jp-GpuHygiene-chart');
   await expect(chart).toBeVisible();

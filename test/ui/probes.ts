@@ -165,3 +165,39 @@ export function watchPage(page: Page): {
   });
   return seen;
 }
+
+/** The status bar gauge, its popup (the breakdown) and the popup's rendered content. */
+export const GAUGE = '.jp-GpuHygiene-gauge';
+export const GAUGE_POPUP = '.jp-GpuHygiene-popup[role="dialog"]';
+const POPUP_CONTENT = `${GAUGE_POPUP} .jp-GpuHygiene-popupContent`;
+
+/** Open the gauge's popup (a click on the gauge) unless it is open; its locator. */
+export async function openGaugePopup(page: Page) {
+  const popup = page.locator(GAUGE_POPUP);
+  if ((await popup.count()) === 0) {
+    await page.locator(GAUGE).click();
+  }
+  await page.locator(POPUP_CONTENT).waitFor({ state: 'visible' });
+  return popup;
+}
+
+/**
+ * The gauge's breakdown as its popup shows it: opens the popup, returns its
+ * text (`innerText`: one line per heading, list item and paragraph), and
+ * closes it with Escape (focus is in the popup; it goes back to the gauge).
+ */
+export async function gaugeDetails(page: Page): Promise<string> {
+  await openGaugePopup(page);
+  const text = await page.locator(POPUP_CONTENT).innerText();
+  await page.locator(GAUGE_POPUP).focus();
+  await page.keyboard.press('Escape');
+  await page.locator(GAUGE_POPUP).waitFor({ state: 'detached' });
+  return text;
+}
+
+/** Open the VRAM panel from the gauge: its popup's "Open VRAM panel" button. */
+export async function openPanelFromGauge(page: Page): Promise<void> {
+  const popup = await openGaugePopup(page);
+  await popup.getByRole('button', { name: 'Open VRAM panel' }).click();
+  await popup.waitFor({ state: 'detached' });
+}

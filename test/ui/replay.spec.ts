@@ -19,7 +19,12 @@ import type { IJupyterLabPageFixture } from '@jupyterlab/galata';
 import * as fs from 'fs';
 import * as path from 'path';
 import { openNotebookOn } from './notebook-file';
-import { collectNoise, currentModel } from './probes';
+import {
+  collectNoise,
+  currentModel,
+  gaugeDetails,
+  openPanelFromGauge
+} from './probes';
 
 test.use({ autoGoto: true });
 
@@ -86,10 +91,9 @@ async function openReplay(
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
     timeout: 120000
   });
-  await expect(page.locator(gauge)).toHaveAttribute(
-    'title',
-    /replay kernel: no recording replayed yet/
-  );
+  await expect
+    .poll(() => gaugeDetails(page))
+    .toMatch(/replay kernel: no recording replayed yet/);
 }
 
 /** What every replay must give: all messages sent, none dropped, the recorded kernel. */
@@ -129,15 +133,14 @@ test('the CPU smoke recording: the recorded models, holders and toast', async ({
   // the recorded agent's hello: no NVML on the machine that recorded it
   const hello = recording!.out.find(m => m.type === 'hello')!;
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu');
-  expect(await page.locator(gauge).getAttribute('title')).toContain(
+  expect(await gaugeDetails(page)).toContain(
     `VRAM not measurable: ${hello.nvmlError}`
   );
   // the model cell ran twice: the older MLP is held only by the output cache
   await expect(page.locator(gauge)).toContainText('No GPU · 2 models');
-  await expect(page.locator(gauge)).toHaveAttribute(
-    'title',
-    /Live models: 2 \(1 stale\)/
-  );
+  await expect
+    .poll(() => gaugeDetails(page))
+    .toMatch(/Live models: 2 \(1 stale\)/);
   const stacked = page.locator(toast, { hasText: 'Stacked Sequential' });
   await expect(stacked).toBeVisible();
   await expect(stacked).toContainText('held only by Out[2], _2, __');
@@ -266,7 +269,7 @@ const GPU_SCENARIOS: Array<{
           .map(m => m.progress.epoch)
       );
       expect(epochs.size).toBeGreaterThan(1);
-      await page.locator(gauge).click();
+      await openPanelFromGauge(page);
       const panel = page.locator('#jp-GpuHygiene-panel');
       await expect(panel.locator('.jp-GpuHygiene-epochMarker')).toHaveCount(
         epochs.size

@@ -7,7 +7,7 @@
  * and one model left, restart the kernel and see the gauge come back.
  */
 import { expect, test } from '@jupyterlab/galata';
-import { collectNoise } from './probes';
+import { collectNoise, gaugeDetails } from './probes';
 import type { Page } from '@playwright/test';
 import * as path from 'path';
 
@@ -105,10 +105,9 @@ test.describe('stacked YOLO models', () => {
     await page.screenshot({
       path: testInfo.outputPath('stacked-yolo-page.png')
     });
-    await expect(page.locator(gauge)).toHaveAttribute(
-      'title',
-      /Live models: 2 \(1 stale\)/
-    );
+    await expect
+      .poll(() => gaugeDetails(page))
+      .toMatch(/Live models: 2 \(1 stale\)/);
 
     const cellsBefore = await page.notebook.getCellCount();
     await page

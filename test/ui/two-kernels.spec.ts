@@ -6,7 +6,7 @@
  * figures update while the first one's stay as they were.
  */
 import { expect, test } from '@jupyterlab/galata';
-import { collectNoise } from './probes';
+import { collectNoise, gaugeDetails, openPanelFromGauge } from './probes';
 import type { IJupyterLabPageFixture } from '@jupyterlab/galata';
 import { openNotebookOn } from './notebook-file';
 
@@ -65,7 +65,7 @@ test('two notebooks on two kernels: own models and cells; the gauge follows the 
   await expect(page.locator(gauge)).toContainText('No GPU · 2 models');
 
   // The panel shows the current notebook's kernel and its cells only.
-  await page.locator(gauge).click();
+  await openPanelFromGauge(page);
   await expect(page.locator(`${panel} .jp-GpuHygiene-panelKernel`)).toHaveText(
     'second.ipynb'
   );
@@ -73,10 +73,7 @@ test('two notebooks on two kernels: own models and cells; the gauge follows the 
 
   await page.notebook.activate('first.ipynb');
   await expect(page.locator(gauge)).toHaveText('No GPU · 1 model (288 B RAM)');
-  await expect(page.locator(gauge)).toHaveAttribute(
-    'title',
-    /Live models: 1\b/
-  );
+  await expect.poll(() => gaugeDetails(page)).toMatch(/Live models: 1\b/);
   await expect(page.locator(`${panel} .jp-GpuHygiene-panelKernel`)).toHaveText(
     'first.ipynb'
   );

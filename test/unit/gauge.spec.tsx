@@ -1,11 +1,18 @@
 import { nullTranslator } from '@jupyterlab/translation';
-import { render, screen } from '@testing-library/react';
+import { CommandRegistry } from '@lumino/commands';
+import { Widget } from '@lumino/widgets';
+import { act, render, screen, within } from '@testing-library/react';
 import React from 'react';
 import { GpuKernelModel } from '../../src/model';
-import { GaugeComponent } from '../../src/statusbar/gauge';
+import {
+  GaugeComponent,
+  GaugeModel,
+  GpuGauge
+} from '../../src/statusbar/gauge';
+import { GaugeDetails } from '../../src/statusbar/popup';
 import { gaugeState, levelOf } from '../../src/statusbar/state';
-import { DEFAULT_SETTINGS } from '../../src/tokens';
-import { c01Inventory, gpuSample } from './fixtures';
+import { CommandIDs, DEFAULT_SETTINGS } from '../../src/tokens';
+import { c01Inventory, gpuSample, OneModelMonitor } from './fixtures';
 
 const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
 const GiB = 2 ** 30;
@@ -84,9 +91,16 @@ describe('gaugeState', () => {
     const state = gaugeState(model, DEFAULT_SETTINGS, trans);
     expect(state.kind).toBe('no-gpu');
     expect(state.text).toBe('No GPU · 2 models (24.2 MiB RAM)');
-    expect(state.tooltip[0]).toBe(
+    // A plain sentence first; NVML's raw error is a secondary note.
+    expect(state.details.lead).toBe('No NVIDIA GPU visible to this kernel');
+    expect(state.details.notes).toEqual([
       'VRAM not measurable: NVML Shared Library Not Found'
-    );
+    ]);
+    expect(state.tooltip.slice(0, 2)).toEqual([
+      'No NVIDIA GPU visible to this kernel',
+      'VRAM not measurable: NVML Shared Library Not Found'
+    ]);
+    expect(state.details.summary).toContain('Live models: 2 (1 stale)');
     expect(state.fraction).toBeNull();
   });
 
@@ -348,5 +362,197 @@ describe('GaugeComponent', () => {
     const { container } = render(<GaugeComponent state={state} />);
     expect(container.querySelector('img')).toBeNull();
     expect(screen.getByText('<img src=x onerror=alert(1)>')).toBeTruthy();
+  });
+});
+
+describe('GaugeDetails (the popup body)', () => {
+  it('shows the breakdown as headed lists, not one text blob', () => {
+    const model = readyModel();
+    model.apply(gpuSample(120 * GiB, 141 * GiB));
+    model.apply(c01Inventory());
+    const state = gaugeState(model, DEFAULT_SETTINGS, trans);
+    render(
+      <GaugeDetails
+        state={state}
+        trans={trans}
+        actions={{ openPanel: () => {}, clean: () => {}, canClean: true }}
+      />
+    );
+    expect(screen.getByRole('heading', { level: 2 }).textContent).toBe(
+      'GPU memory of this kernel'
+    );
+    const device = screen.getByRole('region', {
+      name: 'NVIDIA H200 (cuda:0)'
+    });
+    const items = within(device)
+      .getAllByRole('listitem')
+      .map(li => li.textContent);
+    expect(items).toEqual(state.details.devices[0].lines);
+    expect(items).toContain(
+      'Device used: 120.0 GiB of 141.0 GiB (NVML, all processes)'
+    );
+    const summary = screen.getByRole('region', { name: 'Models and findings' });
+    expect(within(summary).getByText('Live models: 2 (1 stale)')).toBeTruthy();
+    expect(within(summary).getByText(/^Findings: /)).toBeTruthy();
+    expect(
+      screen.getByRole('button', { name: 'Open VRAM panel' })
+    ).toBeTruthy();
+    expect(screen.getByRole('button', { name: 'Clean GPU' })).toBeTruthy();
+  });
+
+  it('leads the no-GPU state with a plain sentence, the raw error smaller', () => {
+    const model = new GpuKernelModel({ kernelId: 'k2' });
+    model.apply({
+      protocol: 2,
+      type: 'hello',
+      agentVersion: '0.1.0',
+      python: '3.11.7',
+      pid: 1,
+      torch: null,
+      nvml: false,
+      nvmlError: 'NVMLError_LibraryNotFound: NVML Shared Library Not Found',
+      devices: []
+    });
+    const state = gaugeState(model, DEFAULT_SETTINGS, trans);
+    const { container } = render(
+      <GaugeDetails state={state} trans={trans} actions={{ canClean: false }} />
+    );
+    const lead = container.querySelector('.jp-GpuHygiene-popupLead')!;
+    expect(lead.textContent).toBe('No NVIDIA GPU visible to this kernel');
+    const note = container.querySelector('.jp-GpuHygiene-popupNote')!;
+    expect(note.textContent).toBe(
+      'VRAM not measurable: NVMLError_LibraryNotFound: NVML Shared Library Not Found'
+    );
+    // The lead comes before the raw error.
+    expect(
+      lead.compareDocumentPosition(note) & Node.DOCUMENT_POSITION_FOLLOWING
+    ).toBeTruthy();
+    expect(container.querySelectorAll('button')).toHaveLength(0);
+  });
+});
+
+describe('GpuGauge popup', () => {
+  beforeAll(() => {
+    // jsdom has no ResizeObserver (the Popup watches its body's size).
+    (globalThis as any).ResizeObserver ??= class {
+      observe(): void {}
+      disconnect(): void {}
+    };
+  });
+
+  function setUp() {
+    const kernelModel = readyModel();
+    kernelModel.apply(gpuSample(120 * GiB, 141 * GiB));
+    const monitor = new OneModelMonitor(kernelModel);
+    const model = new GaugeModel(monitor);
+    const commands = new CommandRegistry();
+    const ran: Array<{ id: string; args: unknown }> = [];
+    for (const id of [CommandIDs.openPanel, CommandIDs.clean]) {
+      commands.addCommand(id, {
+        execute: args => void ran.push({ id, args })
+      });
+    }
+    const gauge = new GpuGauge(model, trans, { commands, popup: true });
+    act(() => {
+      Widget.attach(gauge, document.body);
+      gauge.update();
+    });
+    const button = () =>
+      gauge.node.querySelector<HTMLElement>('.jp-GpuHygiene-gauge')!;
+    return { gauge, button, ran, kernelModel, model };
+  }
+
+  async function flush(gauge: GpuGauge): Promise<void> {
+    await act(async () => {
+      gauge.update();
+      await new Promise(resolve => requestAnimationFrame(resolve));
+    });
+  }
+
+  it('is a focusable button that opens a labelled dialog, Escape closes it', async () => {
+    const { gauge, button, model } = setUp();
+    await flush(gauge);
+    expect(button().getAttribute('role')).toBe('button');
+    expect(button().tabIndex).toBe(0);
+    expect(button().getAttribute('aria-haspopup')).toBe('dialog');
+    expect(button().getAttribute('aria-expanded')).toBe('false');
+    expect(button().title).toBe('GPU memory — click for details');
+
+    button().focus();
+    act(() => {
+      button().dispatchEvent(
+        new KeyboardEvent('keydown', { key: 'Enter', bubbles: true })
+      );
+    });
+    await flush(gauge);
+    const dialog = document.querySelector<HTMLElement>('[role="dialog"]')!;
+    expect(dialog).not.toBeNull();
+    expect(document.activeElement).toBe(dialog);
+    expect(dialog.getAttribute('aria-labelledby')).toBe(
+      'jp-GpuHygiene-popupTitle'
+    );
+    expect(
+      document.getElementById('jp-GpuHygiene-popupTitle')?.textContent
+    ).toBe('GPU memory of this kernel');
+    expect(dialog.textContent).toContain(
+      'Device used: 120.0 GiB of 141.0 GiB (NVML, all processes)'
+    );
+    expect(button().getAttribute('aria-expanded')).toBe('true');
+
+    act(() => {
+      dialog.dispatchEvent(
+        new KeyboardEvent('keydown', { key: 'Escape', bubbles: true })
+      );
+    });
+    await flush(gauge);
+    expect(gauge.popup).toBeNull();
+    expect(document.querySelector('[role="dialog"]')).toBeNull();
+    expect(document.activeElement).toBe(button());
+    expect(button().getAttribute('aria-expanded')).toBe('false');
+    act(() => gauge.dispose());
+    model.dispose();
+  });
+
+  it('runs Open VRAM panel and Clean GPU through the commands, closing first', async () => {
+    const { gauge, button, ran, kernelModel, model } = setUp();
+    await flush(gauge);
+    act(() => button().click());
+    await flush(gauge);
+    await act(async () => {
+      await new Promise(resolve => requestAnimationFrame(resolve));
+    });
+    const dialog = document.querySelector<HTMLElement>('[role="dialog"]')!;
+    // (jsdom lays nothing out: the HoverBox hides the popup, so by selector)
+    act(() =>
+      dialog.querySelector<HTMLElement>('[data-action="clean"]')!.click()
+    );
+    expect(gauge.popup).toBeNull();
+    expect(ran).toEqual([
+      { id: CommandIDs.clean, args: { kernelId: kernelModel.kernelId } }
+    ]);
+    // A second click toggles: open, then the gauge again closes it.
+    act(() => button().click());
+    expect(gauge.popup).not.toBeNull();
+    act(() => button().click());
+    expect(gauge.popup).toBeNull();
+    act(() => button().click());
+    await flush(gauge);
+    await act(async () => {
+      await new Promise(resolve => requestAnimationFrame(resolve));
+    });
+    act(() =>
+      document
+        .querySelector<HTMLElement>(
+          '[role="dialog"] [data-action="open-panel"]'
+        )!
+        .click()
+    );
+    expect(ran.map(r => r.id)).toEqual([
+      CommandIDs.clean,
+      CommandIDs.openPanel
+    ]);
+    expect(gauge.popup).toBeNull();
+    act(() => gauge.dispose());
+    model.dispose();
   });
 });
