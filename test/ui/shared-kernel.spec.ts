@@ -28,7 +28,7 @@ test('the gauge keeps following a shared kernel after the first notebook closes'
         .kernel.id
   );
 
-  await page.notebook.createNew('second.ipynb');
+  await page.notebook.createNew('second.ipynb', { kernel: 'python3' });
   await page.evaluate(async id => {
     const panel = (window as any).jupyterapp.shell.currentWidget;
     await panel.sessionContext.changeKernel({ id });

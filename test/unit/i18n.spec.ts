@@ -307,9 +307,14 @@ describe('zh_CN catalogue', () => {
     expect(zh.properties.cleanAction.oneOf[0].title).toBe(
       '插入到当前单元格下方并运行'
     );
-    // Only titles and descriptions: values, defaults and toolbars stay.
+    // Only titles, descriptions and the toolbar button's label: values,
+    // defaults and the toolbar item itself (name, command, rank) stay.
     expect(zh.properties.cleanAction.oneOf[0].const).toBe('insert-and-run');
-    expect(zh['jupyter.lab.toolbars']).toEqual(schema['jupyter.lab.toolbars']);
+    expect(zh['jupyter.lab.toolbars']).toEqual({
+      Notebook: [
+        { ...schema['jupyter.lab.toolbars'].Notebook[0], label: '清理 GPU' }
+      ]
+    });
     expect(zh.properties.sampleIntervalMs.default).toBe(
       schema.properties.sampleIntervalMs.default
     );
