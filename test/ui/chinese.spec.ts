@@ -14,7 +14,7 @@
  * and the panel are kept as test artifacts.
  */
 import { expect, test } from '@jupyterlab/galata';
-import { collectNoise } from './probes';
+import { collectNoise, openGaugePopup } from './probes';
 import { notebookJson } from './notebook-file';
 import type { Page } from '@playwright/test';
 
@@ -133,15 +133,24 @@ test('JupyterLab in 中文: the stacked-model toast, the VRAM panel and the sett
     path: testInfo.outputPath('zh-toast-light.png')
   });
 
-  // The VRAM panel, opened from the gauge: its headings in Chinese.
-  await page.locator(gauge).click();
+  // The gauge's popup in Chinese, then the VRAM panel from its button.
+  const popup = await openGaugePopup(page);
+  await expect(popup).toContainText('此内核看不到 NVIDIA GPU');
+  await expect(popup).not.toContainText('No NVIDIA GPU visible');
+  await popup.screenshot({ path: testInfo.outputPath('zh-popup-light.png') });
+  await popup.getByRole('button', { name: '打开显存面板' }).click();
   const panel = page.locator(panelId);
   await expect(panel.locator('.jp-GpuHygiene-panelContent')).toBeVisible();
-  await expect(panel.locator('h3', { hasText: '谁占用显存' })).toBeVisible();
+  // no CUDA figures here: the memory is CPU RAM, and the heading says so
+  await expect(panel.locator('h3', { hasText: '谁占用内存' })).toBeVisible();
   await expect(panel.locator('h3', { hasText: '单元格' })).toBeVisible();
-  await expect(panel).toContainText('此内核中没有 GPU。');
+  await expect(panel).toContainText('此内核看不到 GPU。');
   await expect(panel).toContainText('持有者');
-  for (const english of ['Who holds VRAM', 'No GPU in this kernel', 'Holder']) {
+  for (const english of [
+    'Who holds memory',
+    'No GPU visible to this kernel',
+    'Holder'
+  ]) {
     await expect(panel).not.toContainText(english);
   }
   // The toast sits over the panel's lower half: out of the panel's picture.

@@ -13,6 +13,7 @@
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import type { Page, TestInfo } from '@playwright/test';
 import {
+  clickToolbarClean,
   currentModel,
   gaugeDetails,
   openPanelFromGauge,
@@ -254,9 +255,7 @@ test('a class and a variable named <img src=x onerror=alert(1)> show as text eve
 
   // Clean GPU: the generated cell names no such thing in code
   const cells = await page.notebook.getCellCount();
-  await page
-    .locator('.jp-NotebookPanel-toolbar [data-command="gpu-hygiene:clean"]')
-    .click();
+  await clickToolbarClean(page);
   await expect.poll(() => page.notebook.getCellCount()).toBe(cells + 1);
   let cleanIndex = -1;
   await expect

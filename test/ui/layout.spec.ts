@@ -17,7 +17,7 @@
  */
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import { openNotebookOn } from './notebook-file';
-import { collectNoise } from './probes';
+import { collectNoise, openPanelFromGauge } from './probes';
 
 test.use({ autoGoto: true });
 
@@ -244,7 +244,7 @@ test('VRAM panel at its default width, light and dark: AA contrast, no sideways 
   expect(toastButtons.count).toBeGreaterThan(0);
   expect(toastButtons.broken).toEqual([]);
 
-  await page.locator(gauge).click();
+  await openPanelFromGauge(page);
   const panel = page.locator(panelId);
   await expect(panel.locator('.jp-GpuHygiene-panelContent')).toBeVisible();
   // No driver here: said plainly, the raw NVML error under Details, no

@@ -201,3 +201,23 @@ export async function openPanelFromGauge(page: Page): Promise<void> {
   await popup.getByRole('button', { name: 'Open VRAM panel' }).click();
   await popup.waitFor({ state: 'detached' });
 }
+
+/**
+ * Click the notebook toolbar's Clean GPU button where JupyterLab put it: on
+ * the toolbar, or, when the main area is too narrow for it (the VRAM panel
+ * open beside a 1280 px window), in the toolbar's "More commands" menu, as a
+ * user would.
+ */
+export async function clickToolbarClean(page: Page): Promise<void> {
+  const selector = '[data-command="gpu-hygiene:clean"]';
+  const onToolbar = page.locator(`.jp-NotebookPanel-toolbar ${selector}`);
+  if (await onToolbar.isVisible()) {
+    await onToolbar.click();
+    return;
+  }
+  await page
+    .locator('.jp-NotebookPanel-toolbar')
+    .getByRole('button', { name: 'More commands' })
+    .click();
+  await page.locator(`.jp-Toolbar-responsive-popup ${selector}`).click();
+}
