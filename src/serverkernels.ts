@@ -1,7 +1,9 @@
 /**
  * This server's kernels and their pids, from the server extension's
  * `GET {baseUrl}gpu-hygiene/kernels` (jupyterlab_gpu_hygiene/server.py):
- * the answer's validation, one fetch, and {@link ServerKernels}, which keeps
+ * one fetch (validated by serverkernels-schema.ts, a chunk of its own loaded
+ * with the first answer: zod stays off JupyterLab's start path), and
+ * {@link ServerKernels}, which keeps
  * the last answer for the monitor and fetches again only when it is old.
  *
  * The answer is what lets the browser say which of the pids NVML lists on a
@@ -10,7 +12,6 @@
 import { ServerConnection } from '@jupyterlab/services';
 import type { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
-import * as z from 'zod/mini';
 
 /** The endpoint, under the server's base URL. */
 export const SERVER_KERNELS_ROUTE = 'gpu-hygiene/kernels';
@@ -24,46 +25,44 @@ export const SERVER_KERNELS_MAX_AGE_MS = 5000;
  */
 export const SERVER_KERNELS_MISSING_MAX_AGE_MS = 60_000;
 
-const text = (max: number) => z.string().check(z.maxLength(max));
-const count = z.int().check(z.minimum(0), z.maximum(Number.MAX_SAFE_INTEGER));
+/** Result of `parseServerKernels` (serverkernels-schema.ts). */
+export type ServerKernelsParse =
+  { ok: true; answer: IServerKernelsAnswer } | { ok: false; reason: string };
 
-const session = z.object({
-  id: text(256),
-  path: text(4096),
-  name: text(4096),
-  type: text(64)
-});
+/** One session of a server kernel: `path` of a notebook (or a console's name), `type` `notebook`, `console`, ... */
+export interface IServerSession {
+  id: string;
+  path: string;
+  name: string;
+  type: string;
+}
 
-const serverKernel = z.object({
-  id: text(256),
-  name: text(256),
-  pid: z.nullable(count),
-  executionState: text(64),
-  lastActivity: z.nullable(text(64)),
-  connections: count,
-  sessions: z.array(session).check(z.maxLength(1000))
-});
-
-const answer = z.object({
-  kernels: z.array(serverKernel).check(z.maxLength(10_000)),
-  gateway: z.boolean()
-});
-
-/**
- * The answer of `GET gpu-hygiene/kernels`: every running kernel of this
- * server (`kernels`), and whether they live behind a Kernel Gateway
- * (`gateway`: then no kernel has a pid).
- */
-export type IServerKernelsAnswer = z.infer<typeof answer>;
 /**
  * One kernel of the server: its id (as `/api/kernels`), kernelspec `name`,
  * the OS `pid` of its process when a local provisioner launched it (else
  * null), `executionState` and `lastActivity` (ISO 8601) as `/api/kernels`,
  * its websocket `connections` and its `sessions` (notebook or console paths).
  */
-export type IServerKernel = z.infer<typeof serverKernel>;
-/** One session of a server kernel: `path` of a notebook (or a console's name), `type` `notebook`, `console`, ... */
-export type IServerSession = z.infer<typeof session>;
+export interface IServerKernel {
+  id: string;
+  name: string;
+  pid: number | null;
+  executionState: string;
+  lastActivity: string | null;
+  connections: number;
+  sessions: IServerSession[];
+}
+
+/**
+ * The answer of `GET gpu-hygiene/kernels`: every running kernel of this
+ * server (`kernels`), and whether they live behind a Kernel Gateway
+ * (`gateway`: then no kernel has a pid). Validated by
+ * `parseServerKernels` (serverkernels-schema.ts), loaded with the first fetch.
+ */
+export interface IServerKernelsAnswer {
+  kernels: IServerKernel[];
+  gateway: boolean;
+}
 
 /**
  * Where the browser stands with the server's kernel list:
@@ -84,24 +83,6 @@ export type ServerKernelsState =
       detail: string;
       at: number;
     };
-
-/** Result of {@link parseServerKernels}. */
-export type ServerKernelsParse =
-  { ok: true; answer: IServerKernelsAnswer } | { ok: false; reason: string };
-
-/**
- * Validate the endpoint's answer (any JSON value). Unknown fields are
- * dropped; strings and arrays are bounded. Never throws.
- */
-export function parseServerKernels(data: unknown): ServerKernelsParse {
-  const result = answer.safeParse(data);
-  if (!result.success) {
-    const issue = result.error.issues[0];
-    const where = issue?.path.length ? issue.path.join('.') : 'answer';
-    return { ok: false, reason: `${where}: ${issue?.message ?? 'invalid'}` };
-  }
-  return { ok: true, answer: result.data };
-}
 
 /** The endpoint's URL under `baseUrl` (which may or may not end with `/`). */
 export function serverKernelsUrl(baseUrl: string): string {
@@ -156,7 +137,18 @@ export async function fetchServerKernels(
       at: now()
     };
   }
-  const parsed = parseServerKernels(data);
+  let parsed: ServerKernelsParse;
+  try {
+    const { parseServerKernels } = await import('./serverkernels-schema');
+    parsed = parseServerKernels(data);
+  } catch (reason) {
+    return {
+      status: 'error',
+      reason: 'invalid',
+      detail: `validator not loaded: ${reason instanceof Error ? reason.message : String(reason)}`,
+      at: now()
+    };
+  }
   return parsed.ok
     ? { status: 'ok', answer: parsed.answer, at: now() }
     : { status: 'error', reason: 'invalid', detail: parsed.reason, at: now() };

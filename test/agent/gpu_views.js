@@ -30,7 +30,7 @@ const path = require('path');
 const Module = require('module');
 
 const root = path.resolve(process.argv[2]);
-// serverkernels.js loads @jupyterlab/services for its fetch only; its parse needs nothing of it
+// serverkernels.js loads @jupyterlab/services for its fetch only; the parse (serverkernels-schema.js) needs nothing of it
 const load = Module._load;
 Module._load = function (request, ...rest) {
   if (request === '@jupyterlab/services') {
@@ -42,7 +42,7 @@ const compiled = file => require(path.join(root, file));
 const fromRoot = name => require(require.resolve(name, { paths: [root] }));
 
 const { parseKernelMessage } = compiled('protocol.js');
-const { parseServerKernels } = compiled('serverkernels.js');
+const { parseServerKernels } = compiled('serverkernels-schema.js');
 const { GpuKernelModel } = compiled('model.js');
 const { DEFAULT_SETTINGS } = compiled('tokens.js');
 const { deviceKey, DEFAULT_GPU_PROCESS_SORT } = compiled(
@@ -50,6 +50,8 @@ const { deviceKey, DEFAULT_GPU_PROCESS_SORT } = compiled(
 );
 const { gpuProcessesOf } = compiled('otherkernels.js');
 const { gaugeState } = compiled('statusbar/state.js');
+// the findings' rules are a lazy chunk in the app; the gauge shows them once loaded
+const { loadFindings } = compiled('analysis/findings/loader.js');
 const { GpuProcessesTable } = compiled('panel/tables/gpuprocesses.js');
 const React = fromRoot('react');
 const { renderToStaticMarkup } = fromRoot('react-dom/server');
@@ -174,5 +176,7 @@ let stdin = '';
 process.stdin.setEncoding('utf8');
 process.stdin.on('data', chunk => (stdin += chunk));
 process.stdin.on('end', () => {
-  process.stdout.write(JSON.stringify(main(JSON.parse(stdin))));
+  void loadFindings().then(() =>
+    process.stdout.write(JSON.stringify(main(JSON.parse(stdin))))
+  );
 });

@@ -424,6 +424,7 @@ CELL_SOURCES = ("src/analysis/cleanup.ts", "src/analysis/tensorcells.ts", "src/a
 VIEW_SOURCES = (
     "src/protocol.ts",
     "src/serverkernels.ts",
+    "src/serverkernels-schema.ts",
     "src/model.ts",
     "src/tokens.ts",
     "src/analysis/gpuprocesses.ts",

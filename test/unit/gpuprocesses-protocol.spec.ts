@@ -9,9 +9,9 @@ import {
   parseKernelMessage
 } from '../../src/protocol';
 import { GpuKernelModel } from '../../src/model';
+import { parseServerKernels } from '../../src/serverkernels-schema';
 import {
   fetchServerKernels,
-  parseServerKernels,
   ServerKernels,
   ServerKernelsState,
   serverKernelsUrl
