@@ -16,7 +16,12 @@
 import type { IInventory, IModelInfo, IRootBytes } from '../protocol';
 import { CLEAN_MARKER } from '../protocol-constants';
 import { formatBytes, formatPlacement, isCudaDevice, sumBytes } from './format';
+import { commentSafe, isPythonIdentifier } from './python';
 import { holderNames } from './stacking';
+
+// Written in python.ts (start-path code needs them; this module loads with the commands that
+// insert a cell); re-exported for the callers that generate cells anyway.
+export { commentSafe, isPythonIdentifier };
 
 /** What a clean cell will do, derived from an inventory. */
 export interface ICleanPlan {
@@ -94,23 +99,6 @@ function dropsCuda(root: IRootBytes): boolean {
     others.every(n => OUTPUT_NAME.test(n))
   );
 }
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const KEYWORDS = new Set(
-  (
-    'False None True and as assert async await break class continue def del elif else except ' +
-    'finally for from global if import in is lambda nonlocal not or pass raise return try while with yield'
-  ).split(' ')
-);
-
-/**
- * Whether `name` can be written in code as a plain Python name (an ASCII
- * identifier that is not a keyword). Holder names come from the kernel and
- * may be anything; only these ever reach generated code.
- */
-export function isPythonIdentifier(name: string): boolean {
-  return IDENTIFIER.test(name) && !KEYWORDS.has(name);
-}
-
 /** What the models of an inventory put in a plan. */
 interface IModelsPlan {
   /** Output-cache execution counts of the entries that hold the planned models. */
@@ -250,20 +238,6 @@ function copyOrder(a: string, b: string): number {
   const rank = (n: string) =>
     SLOTS.includes(n) ? n.length - 4 : Number(n.slice(1));
   return rank(a) - rank(b);
-}
-
-/**
- * Make text safe to put in a Python comment: one line, printable, bounded.
- * (Class names and labels come from the kernel and may contain anything.)
- */
-export function commentSafe(text: string, maxLength = 120): string {
-  const oneLine = text.replace(
-    /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g,
-    ' '
-  );
-  return oneLine.length > maxLength
-    ? `${oneLine.slice(0, maxLength - 1)}…`
-    : oneLine;
 }
 
 /** Width of every line of the cell (PEP 8's 79 columns). */

@@ -12,7 +12,7 @@
  * and harmless, and the leak trend flags a steady climb of any size.
  */
 import type { IGraphHolder, IInventory } from '../protocol';
-import { commentSafe, isPythonIdentifier } from './cleanup';
+import { commentSafe, isPythonIdentifier } from './python';
 import { formatBytes, isCudaDevice, sumBytes } from './format';
 
 /** Bytes on one CUDA device from which a graph holder raises a toast (64 MiB). */

@@ -12,7 +12,7 @@ import type {
   ITensorInfo,
   RootKind
 } from '../protocol';
-import { isPythonIdentifier } from './cleanup';
+import { isPythonIdentifier } from './python';
 import { isCudaDevice, sumBytes } from './format';
 import { namesModel, ownerCopies, userModels } from './findings/models';
 import { holderNames, holderPaths } from './stacking';

@@ -5,7 +5,7 @@
  * re-run, that end without a bare expression (nothing pinned in the output
  * cache); only a Python identifier ever reaches code.
  */
-import { commentSafe, isPythonIdentifier } from './cleanup';
+import { commentSafe, isPythonIdentifier } from './python';
 import { formatPlacement } from './format';
 import type { PerDevice } from './findings/types';
 

@@ -11,7 +11,7 @@
  * wrapper's own "no trainer" state and `model.train()` builds a new one).
  */
 import type { IPart } from '../protocol';
-import { commentSafe, isPythonIdentifier } from './cleanup';
+import { commentSafe, isPythonIdentifier } from './python';
 import { formatBytes, sumBytes } from './format';
 
 /** First line of the drop-trainer cell (how tests and a re-run recognise it). */

@@ -8,7 +8,7 @@
  * without the extension; safe to re-run.
  */
 import type { IInventory } from '../protocol';
-import { commentSafe, isPythonIdentifier } from './cleanup';
+import { commentSafe, isPythonIdentifier } from './python';
 
 /** `text` as `# ` comment lines of at most 79 columns (one line, cut, per long word). */
 function commentLines(text: string): string[] {

@@ -3,7 +3,6 @@
  * references hold (output cache, last traceback) and empties PyTorch's cache.
  */
 import { Notification } from '@jupyterlab/apputils';
-import { generateCleanCell, planClean } from '../analysis/cleanup';
 import { gpuCleanIcon } from '../icons';
 import { CommandIDs } from '../tokens';
 import { kernelArgs } from './args';
@@ -45,6 +44,9 @@ export function addCleanCommand(ctx: ICommandContext): void {
         );
         return;
       }
+      // the cell's generator loads with the first cell it writes
+      const { generateCleanCell, planClean } =
+        await import('../analysis/cleanup');
       await ctx.insert(panel, generateCleanCell(planClean(model.inventory)));
     }
   });

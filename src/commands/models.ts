@@ -5,13 +5,9 @@
  */
 import { Notification } from '@jupyterlab/apputils';
 import type { NotebookPanel } from '@jupyterlab/notebook';
-import {
-  generateCleanCell,
-  isPythonIdentifier,
-  planClean
-} from '../analysis/cleanup';
 import { formatBytes, sumBytes } from '../analysis/format';
 import { deletableNames } from '../analysis/holders';
+import { isPythonIdentifier } from '../analysis/python';
 import { CLEAN_ACTION } from '../actioncells';
 import type { GpuKernelModel } from '../model';
 import type { IInventory, IModelInfo } from '../protocol';
@@ -92,6 +88,8 @@ function addFreeModel(ctx: ICommandContext): void {
         modelGone(ctx);
         return;
       }
+      const { generateCleanCell, planClean } =
+        await import('../analysis/cleanup');
       const code = generateCleanCell(
         planClean(inventory, { modelId: info.id })
       );
@@ -159,6 +157,8 @@ function addDeleteModel(ctx: ICommandContext): void {
       if (!(await confirmDelete(ctx, names, info))) {
         return false;
       }
+      const { generateCleanCell, planClean } =
+        await import('../analysis/cleanup');
       const code = generateCleanCell(
         planClean(inventory, { modelId: info.id, deleteNames: names })
       );

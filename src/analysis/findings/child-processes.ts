@@ -20,7 +20,7 @@
 import type { TranslationBundle } from '@jupyterlab/translation';
 import type { IChildProcess, IChildren, IWorkerHolder } from '../../protocol';
 import { formatBytes, listNames } from '../format';
-import { isPythonIdentifier } from '../cleanup';
+import { isPythonIdentifier } from '../python';
 import type { FindingFix, FindingRule, IFinding } from './types';
 
 /**

@@ -16,7 +16,7 @@
  * variable whose name is a Python identifier. Without `sole` (an older
  * agent) the bytes are the first-come `bytes`.
  */
-import { isPythonIdentifier } from '../cleanup';
+import { isPythonIdentifier } from '../python';
 import {
   formatBytes,
   formatPlacement,

@@ -26,7 +26,7 @@
 import type { TranslationBundle } from '@jupyterlab/translation';
 import type { IInventory, IModelInfo, IPart } from '../../protocol';
 import { formatBytes, formatPlacement, sumBytes } from '../format';
-import { isPythonIdentifier } from '../cleanup';
+import { isPythonIdentifier } from '../python';
 import { deletableNames } from '../holders';
 import {
   addBytes,

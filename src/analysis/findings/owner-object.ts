@@ -30,7 +30,7 @@ import type {
   IOwnerObject
 } from '../../protocol';
 import { formatBytes, formatPlacement, sumBytes } from '../format';
-import { isPythonIdentifier } from '../cleanup';
+import { isPythonIdentifier } from '../python';
 import { modelOwnerFindings, OWNER_WARN_BYTES } from './model-parts';
 import {
   addBytes,

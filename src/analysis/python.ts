@@ -1,0 +1,37 @@
+/**
+ * What may reach generated Python code: plain names and one-line comments.
+ * Small on purpose: the findings and the commands' `isEnabled` (JupyterLab's
+ * start path) need these, while the cell generators (cleanup.ts and others)
+ * load only when a command inserts a cell.
+ */
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const KEYWORDS = new Set(
+  (
+    'False None True and as assert async await break class continue def del elif else except ' +
+    'finally for from global if import in is lambda nonlocal not or pass raise return try while with yield'
+  ).split(' ')
+);
+
+/**
+ * Whether `name` can be written in code as a plain Python name (an ASCII
+ * identifier that is not a keyword). Holder names come from the kernel and
+ * may be anything; only these ever reach generated code.
+ */
+export function isPythonIdentifier(name: string): boolean {
+  return IDENTIFIER.test(name) && !KEYWORDS.has(name);
+}
+
+/**
+ * Make text safe to put in a Python comment: one line, printable, bounded.
+ * (Class names and labels come from the kernel and may contain anything.)
+ */
+export function commentSafe(text: string, maxLength = 120): string {
+  const oneLine = text.replace(
+    /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g,
+    ' '
+  );
+  return oneLine.length > maxLength
+    ? `${oneLine.slice(0, maxLength - 1)}…`
+    : oneLine;
+}
