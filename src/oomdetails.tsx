@@ -12,6 +12,8 @@ import type { IOomKernels } from './analysis/gpuprocesses';
 import { describeHolder, oomHolders } from './analysis/oom';
 import { oomAdvice } from './analysis/oomadvice';
 import type { IOom } from './protocol';
+// Its tables are styled as the VRAM panel's: loaded with the dialog.
+import '../style/panel.css';
 
 /** Props of {@link OomDetails}. */
 export interface IOomDetailsProps {

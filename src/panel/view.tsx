@@ -28,6 +28,8 @@ import {
 import { GraphsTable } from './tables/graphs';
 import { HoldersTable } from './tables/holders';
 import { RootsTable } from './tables/roots';
+// The views' styles load with them (style/index.css holds what the start path needs).
+import '../../style/panel.css';
 import { TensorsTable } from './tables/tensors';
 import { TrendSummary } from './trend';
 
