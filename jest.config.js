@@ -25,6 +25,10 @@ module.exports = {
   reporters: ['default'],
   automock: false,
   setupFiles: [...baseConfig.setupFiles, '<rootDir>/test/unit/setup.js'],
+  setupFilesAfterEnv: [
+    ...(baseConfig.setupFilesAfterEnv ?? []),
+    '<rootDir>/test/unit/preload.ts'
+  ],
   roots: ['<rootDir>/src', '<rootDir>/test/unit'],
   modulePathIgnorePatterns: [
     '<rootDir>/.venv/',

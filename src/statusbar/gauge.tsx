@@ -10,6 +10,7 @@ import type { TranslationBundle } from '@jupyterlab/translation';
 import { VDomModel, VDomRenderer } from '@jupyterlab/ui-components';
 import type { CommandRegistry } from '@lumino/commands';
 import React from 'react';
+import { loadedFindings, loadFindings } from '../analysis/findings/loader';
 import type { GpuKernelModel } from '../model';
 import { gpuProcessesOf } from '../otherkernels';
 import { CommandIDs, IGpuMonitor } from '../tokens';
@@ -121,6 +122,17 @@ export class GaugeModel extends VDomModel {
     this._model?.changed.disconnect(this._emit, this);
     this._model = next;
     next?.changed.connect(this._emit, this);
+    if (next && !loadedFindings()) {
+      // the tooltip's findings line needs the rules: render again with them
+      loadFindings().then(
+        () => {
+          if (!this.isDisposed) {
+            this.stateChanged.emit();
+          }
+        },
+        () => undefined // no findings line; the next kernel asks again
+      );
+    }
     this.stateChanged.emit();
   }
 

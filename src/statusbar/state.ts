@@ -6,12 +6,8 @@
  * gauge's popup, and flattened into `tooltip` lines.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
-import {
-  factsOf,
-  findings,
-  summarizeFindings,
-  userModels
-} from '../analysis/findings';
+import { loadedFindings } from '../analysis/findings/loader';
+import { userModels } from '../analysis/findings/models';
 import { formatBytes, isCudaDevice, sumBytes } from '../analysis/format';
 import type { IGpuProcessesJoin } from '../analysis/gpuprocesses';
 import type { GpuKernelModel } from '../model';
@@ -323,14 +319,21 @@ namespace Private {
   }
   /**
    * The findings in one line, e.g. "Findings: 2 warnings (36.2 MiB), 1
-   * info"; none when there is no finding.
+   * info"; none when there is no finding, or while the rules' chunk has
+   * not loaded yet (the gauge asks for it with its first kernel, before
+   * that kernel's agent can have said anything, and renders again when it
+   * is there: `GaugeModel`).
    */
   export function findingsLine(
     model: GpuKernelModel,
     trans: TranslationBundle
   ): string[] {
-    const { warnings, warningBytes, infos } = summarizeFindings(
-      findings(factsOf(model))
+    const rules = loadedFindings();
+    if (!rules) {
+      return [];
+    }
+    const { warnings, warningBytes, infos } = rules.summarizeFindings(
+      rules.findings(rules.factsOf(model))
     );
     const parts = [
       ...(warnings
