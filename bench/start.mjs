@@ -52,12 +52,25 @@ const MARKERS = {
   recharts: 'recharts-', // recharts' CSS class prefix
   'panel view': 'PanelContent', // src/panel/view.tsx's export
   toasts: "Don't warn again", // the toasts' buttons (src/notifications/actions.ts)
+  findings: 'child-processes:other', // a finding's id (src/analysis/findings/child-processes.ts)
+  'clean cell': 'safe to re-run, also without it', // the clean cell's first line (src/analysis/cleanup.ts)
   css: 'theme variables only', // the comment that opens style/base.css
+  'panel css': "The VRAM panel's views", // the comment that opens style/panel.css
   plugins: `${NAME}:plugin`
 };
 // Not allowed on the start path: issue 14's goal (the agent, the panel), and what else
-// waits for the first kernel (the message validator, the toasts).
-const FORBIDDEN = ['agent', 'zod', 'recharts', 'panel view', 'toasts'];
+// waits for the first kernel (the message validator, the toasts, the findings' rules) or
+// for a command or view that needs it (the clean cell's generator, the panel's styles).
+const FORBIDDEN = [
+  'agent',
+  'zod',
+  'recharts',
+  'panel view',
+  'toasts',
+  'findings',
+  'clean cell',
+  'panel css'
+];
 
 const HELP = `usage: node bench/start.mjs [options]
   --build DIR      labextension folder to measure (default: this checkout's
