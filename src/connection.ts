@@ -184,6 +184,7 @@ export class AgentConnection implements IDisposable {
           code: chunk.agentInstallCode(this._sampleIntervalMs),
           silent: true,
           store_history: false,
+          user_expressions: { ...chunk.HELLO_EXPRESSION },
           allow_stdin: false,
           stop_on_error: false
         },
@@ -210,6 +211,12 @@ export class AgentConnection implements IDisposable {
             ? `${reply.content.ename}: ${reply.content.evalue}`
             : `install ${reply.content.status}`
         );
+      }
+      // The agent's hello, evaluated right after the install: the gauge has
+      // the devices now; the comm's hello (and its samples) follow.
+      const hello = chunk.helloFromReply(reply.content);
+      if (hello) {
+        this._model.apply(hello);
       }
       this._openComm();
     } catch (reason) {

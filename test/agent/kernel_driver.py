@@ -153,6 +153,15 @@ def install_code(config=None, source=None, loader=None):
     )
 
 
+# The install request's user expression, as src/agent-chunk.ts's HELLO_EXPRESSION
+# (test_payload.py checks that both say the same): the agent's hello in the execute_reply.
+HELLO_EXPRESSION = {
+    "jupyterlab_gpu_hygiene_hello": (
+        "__import__('sys').modules['_jupyterlab_gpu_hygiene_agent'].hello_now()"
+    )
+}
+
+
 class Result:
     """What one execute request produced: ``reply`` (execute_reply content), ``iopub`` (all its
     IOPub messages except status), ``outputs`` (those that a notebook would display)."""
@@ -350,9 +359,13 @@ class Kernel:
     # ---- what the tests use
 
     def inject(self, config=None, source=None, loader=None):
-        """Install the agent like the browser does (silent, no history)."""
+        """Install the agent like the browser does (silent, no history, the hello user
+        expression); ``Result.reply["user_expressions"]`` holds the early hello."""
         result = self.execute(
-            install_code(config, source, loader), silent=True, store_history=False
+            install_code(config, source, loader),
+            silent=True,
+            store_history=False,
+            user_expressions=HELLO_EXPRESSION,
         )
         assert result.reply["status"] == "ok", result.reply
         return result

@@ -93,6 +93,13 @@ def test_injection_is_silent_idempotent_and_leaves_the_namespace_alone(new_kerne
     time.sleep(0.3)
     assert len(comm.messages("hello")) == 1
     assert len(comm.messages("inventory")) == 1
+    # every install's reply carried the running agent's hello (the user expression), the
+    # comm's own hello says the same
+    for result in injections:
+        early = result.reply["user_expressions"]["jupyterlab_gpu_hygiene_hello"]
+        assert early["status"] == "ok", early
+        assert early["data"]["application/json"] == comm.messages("hello")[0]
+        assert json.loads(early["data"]["text/plain"]) == comm.messages("hello")[0]
 
     # the post_run_cell hook changes nothing either
     cell = kernel.run("b = a + 1")
@@ -227,6 +234,9 @@ def test_an_install_that_fails_leaves_nothing_but_the_load_error(new_kernel):
     failing = text.replace(start, '        raise RuntimeError("start failed")\n')
     result = kernel.inject(source=with_module("agent", failing))
     assert result.iopub == []
+    # no agent runs: the reply carries no hello (the package left holds only the error)
+    early = result.reply["user_expressions"]["jupyterlab_gpu_hygiene_hello"]
+    assert early["status"] == "error" or early["data"]["application/json"] == {}, early
     state = kernel.evaluate(
         err=COUNTS["load_error"],
         entries=COUNTS["entries"],

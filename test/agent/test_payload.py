@@ -33,3 +33,12 @@ def test_the_browser_ships_the_text_the_tests_send():
     text = GENERATED.read_text(encoding="utf-8")
     assert decode_payload(_constant(text, "AGENT_SOURCE")) == agent_json()
     assert _constant(text, "AGENT_LOADER") == loader_source()
+
+
+def test_the_install_request_asks_for_the_hello_the_tests_ask_for():
+    from kernel_driver import HELLO_EXPRESSION
+
+    text = (ROOT / "src" / "agent-chunk.ts").read_text(encoding="utf-8")
+    found = re.search(r"HELLO_EXPRESSION[^=]*= \{\s*(\w+):\s*\"([^\"]+)\"\s*\}", text)
+    assert found, "src/agent-chunk.ts has no HELLO_EXPRESSION"
+    assert {found.group(1): found.group(2)} == HELLO_EXPRESSION

@@ -28,8 +28,9 @@ function deferred<T>() {
 }
 
 /** Just enough of a Python kernel connection: it records executes and comms. */
-function fakeKernel(id: string) {
+function fakeKernel(id: string, reply: Record<string, unknown> = {}) {
   const executes: string[] = [];
+  const requests: Array<Record<string, unknown>> = [];
   const comms: Array<{ opened: unknown[]; afterExecutes: number }> = [];
   const kernel = {
     id,
@@ -42,8 +43,9 @@ function fakeKernel(id: string) {
     connectionStatusChanged: new Signal<any, any>({}),
     requestExecute: (content: { code: string }) => {
       executes.push(content.code);
+      requests.push(content);
       const future: any = {};
-      future.done = Promise.resolve({ content: { status: 'ok' } });
+      future.done = Promise.resolve({ content: { status: 'ok', ...reply } });
       return future;
     },
     createComm: () => {
@@ -66,7 +68,7 @@ function fakeKernel(id: string) {
     kernel.status = status;
     kernel.statusChanged.emit(status);
   };
-  return { kernel, executes, comms, setStatus };
+  return { kernel, executes, requests, comms, setStatus };
 }
 
 /** Let promises and zero timeouts run. */
@@ -255,5 +257,106 @@ describe('loadAgent', () => {
       const again = await isolated.loadAgent();
       expect(again.agentInstallCode(1000)).toBe(installCode);
     });
+  });
+});
+
+const HELLO = {
+  protocol: 2,
+  type: 'hello',
+  agentVersion: '0.6.0',
+  python: '3.11.7',
+  pid: 4242,
+  torch: '2.14.1',
+  nvml: true,
+  nvmlError: null,
+  devices: [
+    {
+      index: 0,
+      nvmlIndex: 0,
+      name: 'NVIDIA H200',
+      total: 150_754_820_096,
+      uuid: 'GPU-1'
+    }
+  ]
+};
+const KEY = Object.keys(chunk.HELLO_EXPRESSION)[0];
+
+describe('the hello in the install reply (user expression)', () => {
+  it('is asked for by the install request and applied before the comm opens', async () => {
+    load.mockImplementation(() => Promise.resolve(chunk));
+    const { kernel, requests, comms } = fakeKernel('k1', {
+      user_expressions: {
+        [KEY]: {
+          status: 'ok',
+          data: { 'application/json': HELLO, 'text/plain': '{}' },
+          metadata: {}
+        }
+      }
+    });
+    const { model, connection } = connect(kernel);
+    await settle();
+    expect(requests[0]).toMatchObject({
+      silent: true,
+      store_history: false,
+      user_expressions: chunk.HELLO_EXPRESSION
+    });
+    // ready with the devices, and the comm opened after, for the samples
+    expect(model.status).toBe('ready');
+    expect(model.hello).toEqual(HELLO);
+    expect(comms).toHaveLength(1);
+    connection.dispose();
+  });
+
+  it('without one (an older kernel, a failed expression) the comm’s hello is awaited as before', async () => {
+    load.mockImplementation(() => Promise.resolve(chunk));
+    const { kernel, comms } = fakeKernel('k1', {
+      user_expressions: {
+        [KEY]: { status: 'error', ename: 'AttributeError', evalue: 'hello_now' }
+      }
+    });
+    const { model, connection } = connect(kernel);
+    await settle();
+    expect(model.status).toBe('starting');
+    expect(model.hello).toBeNull();
+    expect(comms).toHaveLength(1);
+    connection.dispose();
+  });
+});
+
+describe('helloFromReply', () => {
+  const reply = (data: Record<string, unknown>, status = 'ok') => ({
+    status: 'ok',
+    user_expressions: { [KEY]: { status, data, metadata: {} } }
+  });
+
+  it('reads application/json, else the JSON in text/plain', () => {
+    expect(chunk.helloFromReply(reply({ 'application/json': HELLO }))).toEqual(
+      HELLO
+    );
+    expect(
+      chunk.helloFromReply(reply({ 'text/plain': JSON.stringify(HELLO) }))
+    ).toEqual(HELLO);
+  });
+
+  it('is null for anything else, and validates like a comm message', () => {
+    expect(chunk.helloFromReply({ status: 'ok' })).toBeNull();
+    expect(chunk.helloFromReply(null)).toBeNull();
+    expect(chunk.helloFromReply(reply({}, 'error'))).toBeNull();
+    // no agent ran: hello_now() gave {}
+    expect(chunk.helloFromReply(reply({ 'application/json': {} }))).toBeNull();
+    expect(
+      chunk.helloFromReply(reply({ 'text/plain': "{'a': 1}" }))
+    ).toBeNull();
+    expect(
+      chunk.helloFromReply(
+        reply({ 'application/json': { ...HELLO, pid: 'x' } })
+      )
+    ).toBeNull();
+    // another message type is not a hello
+    expect(
+      chunk.helloFromReply(
+        reply({ 'application/json': { protocol: 2, type: 'error' } })
+      )
+    ).toBeNull();
   });
 });

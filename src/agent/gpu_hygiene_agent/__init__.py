@@ -32,7 +32,8 @@ cell (errors become ``error`` messages, each distinct one sent once per comm); i
 strong reference to a user object between cells. All memory figures are bytes (int).
 
 Package attributes that other copies of the agent, the loader and the tests read:
-``AGENT_VERSION``, ``PROTOCOL``, ``install``, ``uninstall``, ``_agent`` (the running
+``AGENT_VERSION``, ``PROTOCOL``, ``install``, ``uninstall``, ``hello_now`` (what the install
+request's user expression evaluates), ``_agent`` (the running
 ``agent.Agent`` or None), ``_install_errors`` ((where, message) pairs no comm has seen yet) and
 ``LOAD_ERROR`` (set by the loader).
 """
@@ -70,10 +71,10 @@ MODULES = (
     "lifecycle",
 )
 
-from .lifecycle import install, uninstall  # noqa: E402 -- after MODULES, which the build reads
+from .lifecycle import hello_now, install, uninstall  # noqa: E402 -- after MODULES (the build reads it)
 from .limits import AGENT_VERSION, PROTOCOL  # noqa: E402
 
-__all__ = ["AGENT_VERSION", "MODULES", "PROTOCOL", "install", "uninstall"]
+__all__ = ["AGENT_VERSION", "MODULES", "PROTOCOL", "hello_now", "install", "uninstall"]
 
 LOAD_ERROR = None
 _agent = None

@@ -1,8 +1,9 @@
 """What the loader and a newer copy of the agent call: ``install`` (keep a running agent of this
 version, or remove any other copy's hooks and comm target and start an ``agent.Agent``) and
-``uninstall``."""
+``uninstall``; and what the browser's install request evaluates after it: ``hello_now``."""
 
 import contextlib
+import json
 import sys
 
 from .agent import Agent
@@ -96,3 +97,35 @@ def uninstall():
     if agent is not None:
         with contextlib.suppress(Exception):
             agent.stop()
+
+
+class HelloNow:
+    """The running agent's ``hello`` (dict; ``{}`` when none runs) as IPython's display
+    formatter shows it: ``application/json`` (``_repr_json_``) and the same JSON as
+    ``text/plain`` (``repr``), for a formatter without JSON."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message):
+        self.message = message
+
+    def _repr_json_(self):
+        return self.message
+
+    def __repr__(self):
+        return json.dumps(self.message)
+
+
+def hello_now():
+    """The ``hello`` of the running agent, for the install request's user expression
+    (``hello_now()`` on this package in ``sys.modules``): the browser reads it in the install's
+    ``execute_reply`` and has the devices before the comm opens (the comm's own ``hello``
+    follows). Never raises; binds nothing in the user namespace (IPython evaluates user
+    expressions without the display hook: no ``_``, no ``Out``, no execution count)."""
+    try:
+        agent = _package._agent
+        if agent is None or agent.stop_event.is_set():
+            return HelloNow({})
+        return HelloNow(agent.hello())
+    except Exception:
+        return HelloNow({})
