@@ -390,18 +390,22 @@ def model_entry(
 def recheck(roots, since, owner):
     """The ``models.Recheck`` of a cell that changed ``since`` (a ``fingerprint.Since``; None:
     None, every model re-checked tensor by tensor): the top-level models and the storages that
-    the roots whose binding changed reach, and the devices whose allocated bytes changed.
+    the roots whose binding changed reach, the tensors they reach (a parameter named by a new
+    binding: ``w = net[2].weight; w.data = ...``), and the devices whose allocated bytes
+    changed.
     ``roots``: [(kind, name, Reach)]; ``owner``: ``owner_finder``."""
     if since is None:
         return None
     tops = set()
     storages = set()
+    tensors = set()
     for kind, name, found in roots:
         if since.root_changed(kind, name):
             for reached in found.modules:
                 tops.add(id(owner(reached.module)))
             storages.update(found.storages)
-    return models.Recheck(tops, storages, set(since.devices))
+            tensors.update(found.tensors)
+    return models.Recheck(tops, storages, tensors, set(since.devices))
 
 
 def build(

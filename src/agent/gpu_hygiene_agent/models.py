@@ -55,6 +55,7 @@ class Recheck(NamedTuple):
 
     tops: set  # ids of the top-level models a changed root reaches (through a module)
     storages: set  # StorageKeys a changed root reaches (through a tensor)
+    tensors: set  # ids of the tensors a changed root reaches
     devices: set  # devices ("cuda:0") whose torch allocated or reserved bytes changed
 
 
@@ -72,6 +73,7 @@ class CachedStats(NamedTuple):
     result: ModelStats
     totals: Totals  # totals_of(result)
     probe: tuple  # the TensorSig of its probe tensors (``probe_points``)
+    tensors: frozenset  # ids of its parameters and buffers when measured
 
 
 def children(module):
@@ -129,15 +131,17 @@ def _unique_tensors(module):
     return params, buffers
 
 
-def model_stats(module, on_error=None, signature=None, counts=None):
+def model_stats(module, on_error=None, signature=None, layout=None):
     """``ModelStats`` of a module tree. A tensor torch cannot measure (lazy parameter, sparse
     layout, odd subclass) is left out and passed to ``on_error(exception)``. ``signature``: a
     list that gets the ``TensorSig`` of every parameter and buffer, parameters first
-    (``tensors_unchanged`` checks it later); ``counts``: a list that gets the number of
-    parameters among them."""
+    (``tensors_unchanged`` checks it later); ``layout``: a list that gets the number of
+    parameters among them, then the ids of the parameters and buffers."""
     params, buffers = _unique_tensors(module)
-    if counts is not None:
-        counts.append(len(params))
+    if layout is not None:
+        layout.append(len(params))
+        layout.extend(params)
+        layout.extend(buffers)
     count = 0
     storages = {}
     for p in params.values():
@@ -372,8 +376,8 @@ class StatsCache:
             fresh[id(module)] = cached
             return cached.result, cached.totals
         signature = []
-        counts = []
-        result = model_stats(module, on_error, signature, counts)
+        layout = []
+        result = model_stats(module, on_error, signature, layout)
         totals = totals_of(result)
         with contextlib.suppress(TypeError):  # a module without weak references: not cached
             fresh[id(module)] = CachedStats(
@@ -382,7 +386,8 @@ class StatsCache:
                 signature,
                 result,
                 totals,
-                probe_points(signature, counts[0] if counts else 0),
+                probe_points(signature, layout[0] if layout else 0),
+                frozenset(layout[1:]),
             )
         return result, totals
 
@@ -407,6 +412,7 @@ class StatsCache:
             recheck is not None
             and key not in recheck.tops
             and (not recheck.storages or cached.totals.keys.isdisjoint(recheck.storages))
+            and (not recheck.tensors or cached.tensors.isdisjoint(recheck.tensors))
             and (not recheck.devices or recheck.devices.isdisjoint(cached.totals.by_device))
         ):
             return tensors_unchanged(cached.probe)

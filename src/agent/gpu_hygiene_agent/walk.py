@@ -73,14 +73,16 @@ class Reach:
 
     ``modules``: [ReachedModule]; ``storages``: {StorageKey: ReachedStorage}; ``complete``:
     False when a bound cut the walk; ``big``: how many storages carry a ``BigTensor`` (at most
-    ``MAX_BIG_TENSORS``).
+    ``MAX_BIG_TENSORS``); ``tensors``: ids of the tensors reached (also those left unmeasured),
+    while the walk runs (a re-check of the models they belong to: ``census.recheck``).
     """
 
-    __slots__ = ("big", "complete", "modules", "storages")
+    __slots__ = ("big", "complete", "modules", "storages", "tensors")
 
     def __init__(self):
         self.modules = []
         self.storages = {}
+        self.tensors = set()
         self.complete = True
         self.big = 0
 
@@ -144,6 +146,7 @@ class Walker:
             found.modules.append(ReachedModule(module, self.path(module), via, rel))
 
         def on_tensor(tensor):
+            found.tensors.add(id(tensor))
             if self.measured >= MEASURED_TENSORS:
                 self.truncated = True  # roots' bytes are lower bounds from here on
                 return
