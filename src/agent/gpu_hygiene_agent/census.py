@@ -169,8 +169,8 @@ def collect_parts(tops, stats, roots, listed, via_of, params, torch, paths=None,
     totals = _totals_getter(stats, totals)
     lists = {}
     # counted, keeps and sizes start as the measurements' own (read-only) containers and are
-    # copied by ``own`` before their first change: most models gain nothing (3,600 storages
-    # of ten models not copied three times per inventory)
+    # copied (own_counted, own_keeps) before their first change: most models gain nothing
+    # (3,600 storages of ten models not copied three times per inventory)
     counted = {}  # id(listed) -> set of storage keys already in its bytes or parts
     keeps = {}
     sizes = {}
@@ -392,8 +392,7 @@ def recheck(roots, since, owner):
     None, every model re-checked tensor by tensor): the top-level models and the storages that
     the roots whose binding changed reach, the tensors they reach (a parameter named by a new
     binding: ``w = net[2].weight; w.data = ...``), and the devices whose allocated bytes
-    changed.
-    ``roots``: [(kind, name, Reach)]; ``owner``: ``owner_finder``."""
+    changed. ``roots``: [(kind, name, Reach)]; ``owner``: ``owner_finder``."""
     if since is None:
         return None
     tops = set()
