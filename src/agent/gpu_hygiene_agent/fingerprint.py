@@ -3,6 +3,7 @@ of the last inventory, that inventory is sent again instead of being built (``sk
 
 import itertools
 import sys
+from typing import NamedTuple
 
 from . import devices, roots
 from .limits import FINGERPRINT_ITEMS
@@ -26,6 +27,14 @@ def shallow(value):
     if attrs and len(attrs) <= FINGERPRINT_ITEMS:
         return (id(value), *map(id, list(attrs.values())))
     return (id(value),)
+
+
+# Where the fingerprint's parts are: HEAD parts first (tracker counts, torch imported, torch's
+# memory, the probe), then one (name, shallow) pair per binding, then TAIL parts (the output
+# cache, the display hook's slots, the last exception and last result).
+HEAD = 5
+TAIL = 3
+_CHANGES, _STRUCTURE, _MEMORY, _PROBE = 0, 1, 3, 4
 
 
 def fingerprint(shell, tracker, stats):
@@ -66,3 +75,55 @@ def fingerprint(shell, tracker, stats):
         )
     )
     return tuple(parts)
+
+
+def refreshed(print_, tracker, stats):
+    """The fingerprint ``print_`` (taken before an inventory was built) with the parts the
+    building itself changes taken again: the tracker's counts (the walk adds the modules the
+    hooks missed, such as unpickled models) and the probe of the models just measured (as
+    measured: ``StatsCache.measured_probe``). Every other part stays as it was before the
+    building, so that a change made meanwhile (a collection that freed tensors) gives the next
+    cell a different fingerprint: a new inventory, never a stale one re-sent."""
+    parts = list(print_)
+    parts[_CHANGES] = tracker.changes
+    parts[_STRUCTURE] = tracker.structure
+    parts[_PROBE] = stats.measured_probe()
+    return tuple(parts)
+
+
+class Since(NamedTuple):
+    """What changed between two fingerprints, as the roots see it (``since``)."""
+
+    kept: frozenset  # names whose bindings are the same, one level deep, in both
+    changed: frozenset  # names with a binding that is new or changed one level deep
+    outputs: bool  # the output cache, the display hook's slots or the last result changed
+    errors: bool  # the last exception changed
+    devices: frozenset  # devices whose torch allocated or reserved bytes changed
+
+    def root_changed(self, kind, name):
+        """Whether the root ``(kind, name)`` of a walk may hold something else than at the
+        older fingerprint (bool)."""
+        if kind == "variable":
+            return name not in self.kept
+        if kind == "output":
+            return self.outputs
+        if kind == "traceback":
+            return self.errors
+        return True
+
+
+def since(older, newer):
+    """``Since`` from the fingerprint ``older`` to ``newer`` (tuples of ``fingerprint``)."""
+    # only str names can be roots; no user object's __hash__ runs
+    before = {pair for pair in older[HEAD:-TAIL] if type(pair[0]) is str}
+    now = [pair for pair in newer[HEAD:-TAIL] if type(pair[0]) is str]
+    changed = frozenset(pair[0] for pair in now if pair not in before)
+    kept = frozenset(pair[0] for pair in now) - changed
+    outputs = older[-3] != newer[-3] or older[-2] != newer[-2] or older[-1][5] != newer[-1][5]
+    output_names = any(roots.OUTPUT_NAME.match(n) for n in changed)
+    memory_before = older[_MEMORY] or {}
+    memory_now = newer[_MEMORY] or {}
+    devices = frozenset(
+        d for d in set(memory_before) | set(memory_now) if memory_before.get(d) != memory_now.get(d)
+    )
+    return Since(kept, changed, outputs or output_names, older[-1][:5] != newer[-1][:5], devices)

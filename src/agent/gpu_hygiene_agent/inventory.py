@@ -82,9 +82,15 @@ class Inventory:
                 )
                 return message
             self.last = None
-            message = self.fresh(execution_count, started)
+            # after a user cell: what changed since the last inventory narrows what is
+            # re-checked (``census.build``); a requested inventory re-checks everything
+            since = None
+            if reuse and last is not None:
+                since = fingerprint.since(last.fingerprint, current)
+            message = self.fresh(execution_count, started, since)
             # the fingerprint after the walk: the walk itself adds unpickled models
-            self.last = LastInventory(self.fingerprint(), message)
+            after = fingerprint.refreshed(current, self.tracker, self.stats)
+            self.last = LastInventory(after, message)
             return message
         except (Exception, KeyboardInterrupt) as exc:
             self.last = None
@@ -94,15 +100,16 @@ class Inventory:
     def fingerprint(self):
         return fingerprint.fingerprint(self.shell, self.tracker, self.stats)
 
-    def fresh(self, execution_count, started):
-        """A newly built ``inventory`` message (dict)."""
+    def fresh(self, execution_count, started, since=None):
+        """A newly built ``inventory`` message (dict). ``since``: a ``fingerprint.Since`` from
+        the last inventory (what a cell changed), or None: every model re-checked in full."""
         torch = torch_module()
         cuda = cuda_initialized(torch)
         walked = self.walk_roots(torch)
         truncated = walked.truncated
         found = None
         if torch is not None:
-            found = self.take_census(walked, torch, cuda)
+            found = self.take_census(walked, torch, cuda, since)
             truncated = truncated or found.cut
         return {
             "protocol": PROTOCOL,
@@ -210,8 +217,8 @@ class Inventory:
             del pairs
         self.fruitless = fruitless
 
-    def take_census(self, walked, torch, cuda):
-        """The ``census.Census`` of what the roots reach."""
+    def take_census(self, walked, torch, cuda, since=None):
+        """The ``census.Census`` of what the roots reach (``since``: as ``fresh``)."""
         tracker = self.tracker
         for _kind, _name, found in walked.roots:
             for reached in found.modules:
@@ -231,6 +238,7 @@ class Inventory:
             self.on_error,
             cells=walked.cells,
             skip=walked.skip,
+            since=since,
         )
         self.graphless = result.graphless
         return result

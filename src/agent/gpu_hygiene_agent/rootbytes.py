@@ -45,21 +45,33 @@ class Sharing(NamedTuple):
     shared_with: list  # names of other roots keeping some of ``shared`` (variables first)
 
 
+_SOLO = []  # [(keysets' values, their union, their overlap)] of the last ``solo_units``
+
+
 def solo_units(keysets, extras):
     """The listed models whose storages are theirs alone (set of ids): in no other listed
     model's ``keeps`` and among no root's loose or graph storages (``extras``: a set), and at
     least one. ``keysets``: Parts.keysets. Every storage of such a model is kept by the same
     holders (those of the roots that reach the model), so the census counts it as one unit:
     its precomputed bytes in one step instead of each storage once per root. Sets' stored
-    hashes keep these tests cheap (no StorageKey is hashed again)."""
-    seen = set()
-    overlap = set()
-    for keys in keysets.values():
-        if not seen.isdisjoint(keys):
-            overlap |= seen & keys
-        seen |= keys
+    hashes keep these tests cheap (no StorageKey is hashed again), and the overlap of the
+    models' sets is kept for the next call with the same sets (the measurements' own
+    frozensets while the models are unchanged)."""
+    sets = tuple(keysets.values())
+    memo = _SOLO[0] if _SOLO else None
+    same = memo is not None and len(memo[0]) == len(sets)
+    if same and all(a is b for a, b in zip(memo[0], sets)):
+        seen, overlap = memo[1], memo[2]
+    else:
+        seen = set()
+        overlap = set()
+        for keys in sets:
+            if not seen.isdisjoint(keys):
+                overlap |= seen & keys
+            seen |= keys
+        _SOLO[:] = [(sets, seen, overlap)]
     if extras:
-        overlap |= seen & extras
+        overlap = overlap | (seen & extras)
     return {key for key, keys in keysets.items() if keys and overlap.isdisjoint(keys)}
 
 

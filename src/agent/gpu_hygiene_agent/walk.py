@@ -21,6 +21,14 @@ from .limits import (
 from .paths import edge_label, tensor_meta
 from .util import LEAF_TYPES, OPAQUE_TYPES, PLAIN_CONTAINERS, short, vars_of
 
+# What the walk does with an object, by its class (``Walker.kind``): report a tensor, report
+# (and maybe expand) a module, never enter it, enter only the start frame or traceback, enter.
+_KIND_TENSOR = "tensor"
+_KIND_MODULE = "module"
+_KIND_OPAQUE = "opaque"
+_KIND_FRAME = "frame"
+_KIND_OTHER = "other"
+
 
 class ReachedModule(NamedTuple):
     """A module a root reaches."""
@@ -65,14 +73,16 @@ class Reach:
 
     ``modules``: [ReachedModule]; ``storages``: {StorageKey: ReachedStorage}; ``complete``:
     False when a bound cut the walk; ``big``: how many storages carry a ``BigTensor`` (at most
-    ``MAX_BIG_TENSORS``).
+    ``MAX_BIG_TENSORS``); ``tensors``: ids of the tensors reached (also those left unmeasured),
+    while the walk runs (a re-check of the models they belong to: ``census.recheck``).
     """
 
-    __slots__ = ("big", "complete", "modules", "storages")
+    __slots__ = ("big", "complete", "modules", "storages", "tensors")
 
     def __init__(self):
         self.modules = []
         self.storages = {}
+        self.tensors = set()
         self.complete = True
         self.big = 0
 
@@ -111,6 +121,7 @@ class Walker:
         self._reached = {}  # id(root) -> _Walked, of walks from roots
         self.parents = {}  # id(object) -> the object it was reached from (None: the start)
         self.measured = 0  # tensors measured by ``reach`` (bounded by MEASURED_TENSORS)
+        self._kinds = {}  # id(class) -> (class, its _KIND_*): see ``kind``
 
     def start_phase(self):
         """Give the next group of roots a fresh phase budget."""
@@ -135,6 +146,7 @@ class Walker:
             found.modules.append(ReachedModule(module, self.path(module), via, rel))
 
         def on_tensor(tensor):
+            found.tensors.add(id(tensor))
             if self.measured >= MEASURED_TENSORS:
                 self.truncated = True  # roots' bytes are lower bounds from here on
                 return
@@ -224,14 +236,35 @@ class Walker:
 
     # ---- the walk itself
 
+    def kind(self, cls):
+        """What the walk does with an instance of ``cls`` (one of the ``_KIND_*``), looked up
+        once per class and walker (the walker keeps the class while it lives, so that its id
+        stays its own): three ``issubclass`` calls per object otherwise."""
+        entry = self._kinds.get(id(cls))
+        if entry is not None:
+            return entry[1]
+        if self.tensor_type is not None and issubclass(cls, self.tensor_type):
+            kind = _KIND_TENSOR
+        elif self.module_type is not None and issubclass(cls, self.module_type):
+            kind = _KIND_MODULE
+        elif issubclass(cls, OPAQUE_TYPES):
+            kind = _KIND_OPAQUE
+        elif cls is types.FrameType or cls is types.TracebackType:
+            kind = _KIND_FRAME
+        else:
+            kind = _KIND_OTHER
+        self._kinds[id(cls)] = (cls, kind)
+        return kind
+
     def walk(self, start, on_module, on_tensor):
         """Walk from ``start``; calls ``on_module(module)`` / ``on_tensor(tensor)`` once per
         object reached. Returns False when a bound cut the walk short."""
-        tensor_type = self.tensor_type
-        module_type = self.module_type
         skip_ids = self.skip_ids
+        kinds = self._kinds
+        kind_of = self.kind
         seen = self.parents = {id(start): None}
         stack = [start]
+        push = stack.append
         visits = 0
         examined = 0
         while stack:
@@ -239,10 +272,12 @@ class Walker:
             cls = type(obj)
             if cls in LEAF_TYPES:
                 continue
-            if tensor_type is not None and issubclass(cls, tensor_type):
+            entry = kinds.get(id(cls))
+            kind = entry[1] if entry is not None else kind_of(cls)
+            if kind is _KIND_TENSOR:
                 on_tensor(obj)
                 continue
-            if module_type is not None and issubclass(cls, module_type):
+            if kind is _KIND_MODULE:
                 on_module(obj)
                 expand = self.expand_module
                 if expand is None or not expand(obj):
@@ -260,11 +295,11 @@ class Walker:
                 for ref in refs:
                     if type(ref) not in LEAF_TYPES and id(ref) not in seen:
                         seen[id(ref)] = obj
-                        stack.append(ref)
+                        push(ref)
                 continue
-            if id(obj) in skip_ids or issubclass(cls, OPAQUE_TYPES):
+            if kind is _KIND_OPAQUE or id(obj) in skip_ids:
                 continue
-            if (cls is types.FrameType or cls is types.TracebackType) and obj is not start:
+            if kind is _KIND_FRAME and obj is not start:
                 continue
             if visits >= ROOT_VISITS or self._phase_visits >= PHASE_VISITS:
                 self.truncated = True
@@ -272,9 +307,15 @@ class Walker:
             visits += 1
             self.visits += 1
             self._phase_visits += 1
-            limit = min(ROOT_EXAMINED - examined, PHASE_EXAMINED - self._phase_examined)
-            left = min(ROOT_VISITS - visits, PHASE_VISITS - self._phase_visits)
-            refs = self._referents(obj, cls, limit, left)
+            limit = ROOT_EXAMINED - examined
+            phase_limit = PHASE_EXAMINED - self._phase_examined
+            if phase_limit < limit:
+                limit = phase_limit
+            if (cls is list or cls is tuple) and len(obj) <= limit:
+                refs = list(obj)  # what _referents returns for them, without the call
+            else:
+                left = min(ROOT_VISITS - visits, PHASE_VISITS - self._phase_visits)
+                refs = self._referents(obj, cls, limit, left)
             examined += len(refs)
             self._phase_examined += len(refs)
             for ref in refs:
@@ -284,7 +325,7 @@ class Walker:
                 if key in seen:
                     continue
                 seen[key] = obj
-                stack.append(ref)
+                push(ref)
             spent = examined >= ROOT_EXAMINED or self._phase_examined >= PHASE_EXAMINED
             if spent and stack:
                 self.truncated = True
