@@ -47,7 +47,32 @@ def stats(reserved, allocated, active, inactive_split, segments=3, retries=0):
     }
 
 
+def nested(flat):
+    """``memory_stats_as_nested_dict``'s shape of a ``memory_stats`` dict."""
+    out = {}
+    for key, value in flat.items():
+        *parents, last = key.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return out
+
+
 # ---- allocator
+
+
+def test_the_fact_reads_the_nested_dict_as_memory_stats_would(agent, monkeypatch):
+    flat = [stats(1024 * MiB, 200 * MiB, 210 * MiB, 96 * MiB, 5, 2)]
+    torch, calls = fake_torch(flat)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    from_flat = agent.allocator.allocator_fact()
+    assert calls == [0]
+    torch.cuda.memory_stats_as_nested_dict = lambda i: (
+        calls.append(("nested", i)) or nested(flat[i])
+    )
+    assert agent.allocator.allocator_fact() == from_flat
+    assert calls == [0, ("nested", 0)]  # the flattened memory_stats is not called
 
 
 def test_allocator_splits_the_cache_into_returnable_and_fragmented(agent, monkeypatch):

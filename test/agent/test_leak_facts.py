@@ -52,7 +52,10 @@ class FakeCuda:
 
     def _nested(self, index):
         self.calls.append(("nested", index))
-        return {"allocated_bytes": {"all": {"current": self.allocated[index]}}}
+        return {
+            "allocated_bytes": {"all": {"current": self.allocated[index]}},
+            "reserved_bytes": {"all": {"current": self.reserved[index]}},
+        }
 
     def _fraction(self, index):
         if isinstance(self.fraction, Exception):
@@ -104,6 +107,21 @@ def test_allocated_now_reads_the_nested_dict_else_memory_allocated(agent, fake_t
     cuda = fake_torch([80 * GiB], nested=False)
     cuda.allocated[0] = 456
     assert agent.devices.allocated_now(sys.modules["torch"], 0) == 456
+    assert cuda.calls == [("memory_allocated", 0)]
+
+
+def test_allocated_and_reserved_come_from_one_nested_dict_else_both_getters(agent, fake_torch):
+    cuda = fake_torch([80 * GiB, 80 * GiB])
+    cuda.allocated[:] = [5, 7]
+    cuda.reserved[:] = [8, 9]
+    torch = sys.modules["torch"]
+    assert agent.devices.allocated_reserved(torch, 1) == (7, 9)
+    memory = agent.devices.torch_memory()
+    assert {k: tuple(v) for k, v in memory.items()} == {"cuda:0": (5, 8), "cuda:1": (7, 9)}
+    assert cuda.calls == [("nested", 1), ("nested", 0), ("nested", 1)]
+    cuda = fake_torch([80 * GiB], nested=False)
+    cuda.allocated[0], cuda.reserved[0] = 3, 4
+    assert agent.devices.allocated_reserved(sys.modules["torch"], 0) == (3, 4)
     assert cuda.calls == [("memory_allocated", 0)]
 
 

@@ -53,12 +53,29 @@ def device_stats(index, stats):
 def allocator_fact():
     """The ``allocator`` fact of an inventory (dict), or None when torch is not imported or
     CUDA not initialised: ``{expandableSegments: bool, devices: [device_stats]}``. One
-    ``torch.cuda.memory_stats(i)`` per device (a dict built by torch; ~100 keys)."""
+    ``torch.cuda.memory_stats_as_nested_dict(i)`` per device (a dict built by torch)."""
     torch = torch_module()
     if not cuda_initialized(torch):
         return None
     cuda = torch.cuda
     devices = []
     for index in range(int(cuda.device_count())):
-        devices.append(device_stats(index, cuda.memory_stats(index) or {}))
+        devices.append(device_stats(index, _stats(cuda, index)))
     return {"expandableSegments": expandable_segments(), "devices": devices}
+
+
+def _stats(cuda, index):
+    """The ``memory_stats()`` keys the fact reports ({dotted key: value}), read from
+    ``memory_stats_as_nested_dict`` (``memory_stats`` flattens all ~100 keys in Python first);
+    ``memory_stats`` itself where the nested dict is missing or shaped otherwise."""
+    try:
+        nested = cuda.memory_stats_as_nested_dict(index)
+        out = {}
+        for key in _KEYS.values():
+            value = nested
+            for part in key.split("."):
+                value = value[part]
+            out[key] = value
+        return out
+    except Exception:
+        return cuda.memory_stats(index) or {}
