@@ -263,7 +263,7 @@ describe('loadAgent', () => {
 const HELLO = {
   protocol: 2,
   type: 'hello',
-  agentVersion: '0.6.0',
+  agentVersion: '0.7.0',
   python: '3.11.7',
   pid: 4242,
   torch: '2.14.1',
