@@ -11,6 +11,7 @@ import * as chunk from '../../src/agent-chunk';
 import { loadAgent } from '../../src/agent-loader';
 import { AgentConnection } from '../../src/connection';
 import { GpuKernelModel } from '../../src/model';
+import { h200Hello } from './fixtures';
 
 jest.mock('../../src/agent-loader', () => ({ loadAgent: jest.fn() }));
 
@@ -260,25 +261,8 @@ describe('loadAgent', () => {
   });
 });
 
-const HELLO = {
-  protocol: 2,
-  type: 'hello',
-  agentVersion: '0.7.0',
-  python: '3.11.7',
-  pid: 4242,
-  torch: '2.14.1',
-  nvml: true,
-  nvmlError: null,
-  devices: [
-    {
-      index: 0,
-      nvmlIndex: 0,
-      name: 'NVIDIA H200',
-      total: 150_754_820_096,
-      uuid: 'GPU-1'
-    }
-  ]
-};
+// the early hello as an agent sends it (pid of its own, total in bytes as NVML says)
+const HELLO = h200Hello({ pid: 4242 });
 const KEY = Object.keys(chunk.HELLO_EXPRESSION)[0];
 
 describe('the hello in the install reply (user expression)', () => {

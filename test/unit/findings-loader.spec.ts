@@ -36,25 +36,7 @@ async function fresh(): Promise<Modules> {
 
 function kernelWithFindings(m: Modules) {
   const model = new m.model.GpuKernelModel({ kernelId: 'k1' });
-  model.apply({
-    protocol: 2,
-    type: 'hello',
-    agentVersion: '0.1.0',
-    python: '3.11.7',
-    pid: 1,
-    torch: '2.14.1',
-    nvml: true,
-    nvmlError: null,
-    devices: [
-      {
-        index: 0,
-        nvmlIndex: 0,
-        name: 'NVIDIA H200',
-        total: 141 * GiB,
-        uuid: 'GPU-1'
-      }
-    ]
-  });
+  model.apply(m.fixtures.h200Hello());
   model.apply(m.fixtures.gpuSample(120 * GiB, 141 * GiB));
   // a stale YOLO and the CUDA context: one warning, one info
   model.apply(m.fixtures.c01Inventory());

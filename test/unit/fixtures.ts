@@ -8,6 +8,7 @@ import type {
   IGpuProcess,
   IGpuProcesses,
   IGraphHolder,
+  IHello,
   IHolder,
   IInventory,
   IModelInfo,
@@ -30,6 +31,30 @@ const MiB = 2 ** 20;
 const GiB = 2 ** 30;
 
 /** A holder whose path is its root name (a variable or output-cache entry naming the model itself). */
+/** An agent's `hello` from one H200 (141 GiB) with NVML and torch; `overrides` replace fields. */
+export function h200Hello(overrides: Partial<IHello> = {}): IHello {
+  return {
+    protocol: 2,
+    type: 'hello',
+    agentVersion: '0.7.0',
+    python: '3.11.7',
+    pid: 1,
+    torch: '2.14.1',
+    nvml: true,
+    nvmlError: null,
+    devices: [
+      {
+        index: 0,
+        nvmlIndex: 0,
+        name: 'NVIDIA H200',
+        total: 141 * GiB,
+        uuid: 'GPU-1'
+      }
+    ],
+    ...overrides
+  };
+}
+
 export function held(
   kind: IHolder['kind'],
   name: string,

@@ -12,32 +12,19 @@ import {
 import { GaugeDetails } from '../../src/statusbar/popup';
 import { gaugeState, levelOf } from '../../src/statusbar/state';
 import { CommandIDs, DEFAULT_SETTINGS } from '../../src/tokens';
-import { c01Inventory, gpuSample, OneModelMonitor } from './fixtures';
+import {
+  c01Inventory,
+  gpuSample,
+  h200Hello,
+  OneModelMonitor
+} from './fixtures';
 
 const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
 const GiB = 2 ** 30;
 
 function readyModel(): GpuKernelModel {
   const model = new GpuKernelModel({ kernelId: 'k1' });
-  model.apply({
-    protocol: 2,
-    type: 'hello',
-    agentVersion: '0.1.0',
-    python: '3.11.7',
-    pid: 1,
-    torch: '2.14.1',
-    nvml: true,
-    nvmlError: null,
-    devices: [
-      {
-        index: 0,
-        nvmlIndex: 0,
-        name: 'NVIDIA H200',
-        total: 141 * GiB,
-        uuid: 'GPU-1'
-      }
-    ]
-  });
+  model.apply({ ...h200Hello(), agentVersion: '0.1.0' });
   return model;
 }
 
