@@ -42,3 +42,7 @@ def test_the_install_request_asks_for_the_hello_the_tests_ask_for():
     found = re.search(r"HELLO_EXPRESSION[^=]*= \{\s*(\w+):\s*\"([^\"]+)\"\s*\}", text)
     assert found, "src/agent-chunk.ts has no HELLO_EXPRESSION"
     assert {found.group(1): found.group(2)} == HELLO_EXPRESSION
+    # the package the loader registers (limits.MODULE_NAME)
+    limits = dict(agent_modules())["limits"]
+    name = re.search(r'^MODULE_NAME = "([^"]+)"', limits, re.M).group(1)
+    assert f"sys').modules['{name}'].hello_now()" in found.group(2)

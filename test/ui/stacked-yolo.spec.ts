@@ -108,6 +108,11 @@ test.describe('stacked YOLO models', () => {
     await expect
       .poll(() => gaugeDetails(page))
       .toMatch(/Live models: 2 \(1 stale\)/);
+    // the findings' rules are a chunk loaded with the first kernel: their
+    // line is there once it arrived (the stale model is a warning)
+    await expect
+      .poll(() => gaugeDetails(page))
+      .toMatch(/Findings: 1 warning \(\d+(\.\d)? MiB\)/);
 
     const cellsBefore = await page.notebook.getCellCount();
     await page

@@ -278,7 +278,15 @@ describe('the hello in the install reply (user expression)', () => {
       }
     });
     const { model, connection } = connect(kernel);
+    // the model's state at the moment the comm is created
+    const create = kernel.createComm;
+    const atOpen: Array<string> = [];
+    kernel.createComm = () => {
+      atOpen.push(model.status);
+      return create();
+    };
     await settle();
+    expect(atOpen).toEqual(['ready']);
     expect(requests[0]).toMatchObject({
       silent: true,
       store_history: false,

@@ -18,7 +18,13 @@ import {
   rootsSummary
 } from '../../src/analysis/holders';
 import { DEFAULT_SETTINGS } from '../../src/tokens';
-import { c01Inventory, c08Inventory, graphHolder, held } from './fixtures';
+import {
+  c01Inventory,
+  c08Inventory,
+  graphHolder,
+  h200Hello,
+  held
+} from './fixtures';
 import * as shapes from './leakshapes';
 
 // Record what the chart hands to recharts, and still render the real chart.
@@ -42,25 +48,8 @@ const GiB = 2 ** 30;
 /** A kernel with one H200 and `n` samples; allocated peaks once at 7 GiB. */
 function gpuModel(n: number): GpuKernelModel {
   const model = new GpuKernelModel({ kernelId: 'k', maxSamples: n });
-  model.apply({
-    protocol: 2,
-    type: 'hello',
-    agentVersion: '0.1.0',
-    python: '3.11.7',
-    pid: 1,
-    torch: '2.14.1',
-    nvml: true,
-    nvmlError: null,
-    devices: [
-      {
-        index: 0,
-        nvmlIndex: 0,
-        name: 'NVIDIA H200',
-        total: 141 * GiB,
-        uuid: null
-      }
-    ]
-  });
+  const hello = h200Hello({ agentVersion: '0.1.0' });
+  model.apply({ ...hello, devices: [{ ...hello.devices[0], uuid: null }] });
   for (let i = 0; i < n; i++) {
     const allocated = i === 6_543 ? 7 * GiB : GiB + (i % 13) * MiB;
     model.apply({

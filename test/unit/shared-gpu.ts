@@ -8,6 +8,7 @@ import {
   gpuProcess,
   gpuProcessesMessage,
   gpuSample,
+  h200Hello,
   OneModelMonitor,
   serverAnswer,
   serverKernel
@@ -18,25 +19,9 @@ const GiB = 2 ** 30;
 /** Kernel k1 (pid 1000) on an H200 that also holds k2 (pid 2000, 8 GiB) and bob's job (3 GiB). */
 export function k1Model(): GpuKernelModel {
   const model = new GpuKernelModel({ kernelId: 'k1' });
-  model.apply({
-    protocol: 2,
-    type: 'hello',
-    agentVersion: '0.4.0',
-    python: '3.12.3',
-    pid: 1000,
-    torch: '2.14.1',
-    nvml: true,
-    nvmlError: null,
-    devices: [
-      {
-        index: 0,
-        nvmlIndex: 0,
-        name: 'NVIDIA H200',
-        total: 141 * GiB,
-        uuid: 'GPU-1'
-      }
-    ]
-  });
+  model.apply(
+    h200Hello({ agentVersion: '0.4.0', python: '3.12.3', pid: 1000 })
+  );
   model.apply(gpuSample(13 * GiB, 141 * GiB));
   model.apply(
     gpuProcessesMessage([
