@@ -9,17 +9,19 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := .make
+# The wheel that make build installs into .venv (and make test-floor into the floor's venv).
+DIST := $(STAMP)/dist
 CHROMIUM := /usr/bin/chromium
 export YOLO_OFFLINE := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-TS_SOURCES := $(shell find src style schema -type f -not -path 'src/_generated/*' 2>/dev/null) package.json tsconfig.json
+TS_SOURCES := $(shell find src style schema -type f -not -path 'src/_generated/*' 2>/dev/null) package.json tsconfig.json floor/core.package.json
 # The Python package around the labextension (the server extension) and the config that enables it.
 PY_SOURCES := $(filter-out jupyterlab_gpu_hygiene/_version.py,$(wildcard jupyterlab_gpu_hygiene/*.py)) \
 	$(wildcard jupyter-config/server-config/*.json) \
 	$(wildcard jupyterlab_gpu_hygiene/locale/*/LC_MESSAGES/*.json)
 
-.PHONY: lab test setup build lint test-unit test-agent test-ui test-gateway test-notebook7 clean help i18n
+.PHONY: lab test setup build lint test-unit test-agent test-ui test-gateway test-notebook7 test-floor clean help i18n
 
 help:
 	@echo "make lab    # set up .venv and node_modules, build, open JupyterLab on a scratch copy of examples/stacked-yolo.ipynb"
@@ -46,7 +48,9 @@ $(STAMP)/node: package.json package-lock.json | $(STAMP)
 $(STAMP)/build: $(STAMP)/venv $(STAMP)/node $(TS_SOURCES) $(PY_SOURCES) pyproject.toml install.json
 	source $(BIN)/activate
 	npm run build:prod
-	pip install -q --no-build-isolation --no-deps --force-reinstall .
+	rm -rf $(DIST)
+	pip wheel -q --no-build-isolation --no-deps -w $(DIST) .
+	pip install -q --no-deps --force-reinstall $(DIST)/jupyterlab_gpu_hygiene-*.whl
 	jupyter labextension list 2>&1 | grep -E "jupyterlab-gpu-hygiene .*enabled.*OK"
 	jupyter server extension list 2>&1 | grep -E "jupyterlab_gpu_hygiene .*enabled"
 	jupyter server extension list 2>&1 | grep -E "jupyterlab_gpu_hygiene .*OK"
@@ -100,6 +104,36 @@ test-notebook7: $(STAMP)/build $(STAMP)/chromium
 	source $(BIN)/activate
 	npx playwright test -c playwright.notebook7.config.js
 
+# The oldest page side the extension supports, beside the newest (floor/README.md): JupyterLab
+# 4.0.2 and Notebook 7.0.0 (floor/requirements.txt) in a venv of their own, with the wheel of
+# make build, and their kernels from .venv. The labextension is built against that JupyterLab's
+# core metadata (floor/core.package.json: the shared packages' required versions) and src/ is
+# type-checked against its packages (floor/package.json); pip must refuse a JupyterLab below it
+# (test/floor/test_floor.py, with JupyterLab 4.0.1's wheel, fetched once into $(FLOOR_BELOW));
+# the browser smoke test runs in both pages and in .venv's JupyterLab and Notebook 7
+# (playwright.floor.config.js).
+FLOOR_VENV := $(STAMP)/floor-venv
+FLOOR_BELOW := $(STAMP)/floor-below
+$(STAMP)/floor: floor/requirements.txt $(STAMP)/build
+	test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/python -m pip install -q -r floor/requirements.txt
+	$(FLOOR_VENV)/bin/python -m pip install -q --no-index --no-deps --force-reinstall $(DIST)/jupyterlab_gpu_hygiene-*.whl
+	$(FLOOR_VENV)/bin/jupyter labextension list 2>&1 | grep -E "jupyterlab-gpu-hygiene .*enabled.*OK"
+	$(FLOOR_VENV)/bin/jupyter server extension list 2>&1 | grep -E "jupyterlab_gpu_hygiene .*OK"
+	$(FLOOR_VENV)/bin/python -m pip download -q --no-deps -d $(FLOOR_BELOW) jupyterlab==4.0.1
+	touch $@
+
+$(STAMP)/floor-types: floor/package.json floor/package-lock.json | $(STAMP)
+	npm ci --prefix floor --no-audit --no-fund --ignore-scripts
+	touch $@
+
+test-floor: $(STAMP)/floor $(STAMP)/floor-types $(STAMP)/chromium
+	source $(BIN)/activate
+	npx tsc -p floor/tsconfig.json
+	FLOOR_VENV=$(FLOOR_VENV) FLOOR_DIST=$(DIST) FLOOR_BELOW=$(FLOOR_BELOW) \
+		python -m pytest -q -p no:cacheprovider test/floor
+	npx playwright test -c playwright.floor.config.js
+
 test: $(STAMP)/build $(STAMP)/chromium
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory test-unit
@@ -107,6 +141,7 @@ test: $(STAMP)/build $(STAMP)/chromium
 	$(MAKE) --no-print-directory test-ui
 	$(MAKE) --no-print-directory test-gateway
 	$(MAKE) --no-print-directory test-notebook7
+	$(MAKE) --no-print-directory test-floor
 
 # Translations (zh_CN), with JupyterLab's own tool chain, jupyterlab-translate (PyPI; installed into
 # .make/i18n-tools, not into .venv, for this target only): extract every trans.__/_n/_p string of
@@ -154,7 +189,7 @@ i18n: $(I18N_TOOLS)
 	npx prettier --write $(I18N_LOCALE)/*/LC_MESSAGES/*.json >/dev/null
 
 clean:
-	rm -rf $(STAMP) lib jupyterlab_gpu_hygiene/labextension src/_generated tsconfig.tsbuildinfo test-results playwright-report
+	rm -rf $(STAMP) floor/node_modules lib jupyterlab_gpu_hygiene/labextension src/_generated tsconfig.tsbuildinfo test-results playwright-report
 
 # GPU truth check on a machine with an NVIDIA GPU (offline): the pytest tests marked gpu (the
 # cases of test/agent/test_cases.py on cuda:0, test/agent/test_gpu_truth.py), real kernels, the

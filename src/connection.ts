@@ -16,11 +16,7 @@
  * (src/agent-chunk.ts, through src/agent-loader.ts), loaded when the first
  * Python kernel connects; the model says `starting` meanwhile.
  */
-import {
-  CommsOverSubshells,
-  type Kernel,
-  type KernelMessage
-} from '@jupyterlab/services';
+import type { Kernel, KernelMessage } from '@jupyterlab/services';
 import type { IDisposable } from '@lumino/disposable';
 import { type IAgentChunk, loadAgent } from './agent-loader';
 import type { GpuKernelModel } from './model';
@@ -269,7 +265,7 @@ export class AgentConnection implements IDisposable {
     // code runs, and no subshell thread is started in the kernel for it. It
     // also avoids JupyterLab's unhandled "Canceled future for
     // create_subshell_request" when a restart comes before the subshell.
-    comm.commsOverSubshells = CommsOverSubshells.Disabled;
+    Private.disableSubshell(comm);
     this._comm = comm;
     Private.live.comms.add(comm);
     this._watchHello(comm, attempt);
@@ -491,4 +487,18 @@ namespace Private {
     ownKernels: new Set<Kernel.IKernelConnection>(),
     kernelSlots: 0
   };
+
+  /**
+   * Keep `comm` on the main shell. `commsOverSubshells` and its enum
+   * `CommsOverSubshells` exist since @jupyterlab/services 7.4 (JupyterLab
+   * 4.4); before, every comm is on the main shell and there is nothing to
+   * set. The enum is not imported: on an older JupyterLab the shared
+   * @jupyterlab/services module has no such export, and reading its member
+   * would throw at the comm's creation.
+   */
+  export function disableSubshell(comm: Kernel.IComm): void {
+    if ('commsOverSubshells' in comm) {
+      (comm as { commsOverSubshells: string }).commsOverSubshells = 'disabled';
+    }
+  }
 }
