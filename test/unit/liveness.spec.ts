@@ -316,8 +316,12 @@ function fakeKernel() {
       future.done = Promise.resolve({ content: { status: 'ok' } });
       return future;
     },
+    // JupyterLab >= 4.4's comms have `commsOverSubshells` (default
+    // 'perComm'); older ones have no such property.
+    subshells: true,
     createComm: () => {
       const comm: any = {
+        ...(kernel.subshells ? { commsOverSubshells: 'perComm' } : {}),
         isDisposed: false,
         open: () => undefined,
         send: () => undefined,
@@ -453,5 +457,23 @@ describe('AgentConnection liveness', () => {
     });
     connection.dispose();
     expect(AgentConnection.liveCounts()).toEqual(before);
+  });
+
+  it('leaves a comm without subshells (JupyterLab < 4.4) as it is', async () => {
+    const { kernel, comms } = fakeKernel();
+    kernel.subshells = false;
+    const model = new GpuKernelModel({ kernelId: 'k' });
+    const connection = new AgentConnection({
+      kernel,
+      model,
+      sampleIntervalMs: 1000
+    });
+    await settle();
+    const comm = comms[comms.length - 1];
+    expect(comm).toBeDefined();
+    expect('commsOverSubshells' in comm).toBe(false);
+    comm.onMsg({ content: { data: hello } });
+    expect(model.status).toBe('ready');
+    connection.dispose();
   });
 });
