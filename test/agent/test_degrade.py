@@ -1,8 +1,10 @@
 """Issue 16: what an old environment lacks, the agent degrades from, never breaks; each limit is
 said once, as ``limits`` in ``hello`` and every ``inventory`` (docs/protocol.md), never in a cell.
 
-Real kernels, real torch (CPU) and IPython. Two old environments are *simulated* in the kernel
-before the agent is installed, because they cannot be installed here:
+The first tests load the agent in this process (``load_agent``): ``degrade.note``, the shell
+layout check and the bounded heap scan on plain objects. The others use real kernels, real torch
+(CPU) and IPython, where two old environments are *simulated* before the agent is installed,
+because they cannot be installed here:
 
 - torch < 2.0 (no wheel for Python 3.11): its global module registration hooks
   (``torch.nn.modules.module.register_module_*_registration_hook``) are deleted, so the agent
@@ -12,10 +14,13 @@ before the agent is installed, because they cannot be installed here:
   names by name only (the ``holders`` limit).
 """
 
+import gc
 import math
+import sys
+import types
 
 import pytest
-from conftest import MODULE, holder_names, model_by_order
+from conftest import MODULE, holder_names, load_agent, model_by_order
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -42,6 +47,107 @@ NET = (
 # A model nothing in the namespace reaches: a reference cycle kept by a disabled collector;
 # only a heap scan finds it.
 CYCLE = NET + "def make_cycle():\n    Net()\ngc.disable()"
+
+
+@pytest.fixture
+def agent():
+    return load_agent("_gpu_hygiene_agent_degrade")
+
+
+def test_note_keeps_each_limit_once_and_never_raises(agent):
+    degrade = agent.degrade
+    degrade.clear()
+
+    class TorchVersion(str):  # torch.__version__ is a str subclass
+        def __str__(self):
+            raise RuntimeError("never called")
+
+    assert degrade.note("models", "torch", TorchVersion("1.13.1")) is True
+    assert degrade.note("models", "torch", "1.13.1") is False  # the same limit
+    assert degrade.note("cells", "torch", "1.13.1") is False  # not an area
+    assert degrade.note("holders", object(), object()) is True  # odd values: "unknown"
+    (first, second) = degrade.current()
+    assert first == {"area": "models", "library": "torch", "version": "1.13.1"}
+    assert type(first["version"]) is str
+    assert second == {"area": "holders", "library": "unknown", "version": "unknown"}
+    assert degrade.noted("models") and not degrade.noted("owners")
+    # the version of a module never imported: never imported by note
+    assert "gpu_hygiene_not_a_module" not in sys.modules
+    degrade.note("owners", "Ultralytics", module="gpu_hygiene_not_a_module")
+    assert degrade.current()[-1]["version"] == "unknown"
+    assert "gpu_hygiene_not_a_module" not in sys.modules
+    # bounded: at most MAX_LIMITS
+    for i in range(2 * degrade.MAX_LIMITS):
+        degrade.note("owners", f"lib{i}", "1")
+    assert len(degrade.current()) == degrade.MAX_LIMITS
+    degrade.clear()
+    assert degrade.current() == []
+
+
+class Shell:
+    """The parts of an IPython shell the holder roots read, as the agent expects them."""
+
+    def __init__(self, **user):
+        self.user_ns = {"In": [""], "Out": {}, "__builtins__": __builtins__, **user}
+        self.user_ns["_oh"] = self.user_ns["Out"]
+        self.user_ns_hidden = {k: self.user_ns[k] for k in ("In", "Out", "_oh", "__builtins__")}
+        self.displayhook = types.SimpleNamespace(_="", __="", ___="")
+        self.history_manager = types.SimpleNamespace(output_hist=self.user_ns["Out"])
+        self.last_execution_result = None
+
+
+def test_a_shell_layout_of_another_shape_is_a_holders_limit(agent):
+    roots, degrade = agent.roots, agent.degrade
+    degrade.clear()
+    value = [1.5]
+    shell = Shell(box=value)
+    assert roots.note_shell_gaps(shell) == [] and degrade.current() == []
+    # an older layout: no display hook slots, no last_execution_result, a user_ns_hidden that
+    # is not a plain dict
+    del shell.last_execution_result
+    shell.displayhook = types.SimpleNamespace()
+    shell.user_ns_hidden = type("HiddenNs", (dict,), {})(shell.user_ns_hidden)
+    assert roots.shell_gaps(shell) == ["user_ns_hidden", "displayhook", "last_execution_result"]
+    roots.note_shell_gaps(shell)
+    assert [entry["area"] for entry in degrade.current()] == ["holders"]
+    # the variables are still told from IPython's names (by name), the output cache still read
+    shell.user_ns["Out"][3] = value
+    shell.user_ns["_3"] = value
+    assert roots.variable_roots(shell) == [("box", value)]
+    assert ("Out[3]", value) in roots.output_roots(shell)
+    assert ("_3", value) in roots.output_roots(shell)
+    # a shell without user_ns_hidden at all
+    del shell.user_ns_hidden
+    assert "user_ns_hidden" in roots.shell_gaps(shell)
+    assert roots.variable_roots(shell) == [("box", value)]
+    degrade.clear()
+
+
+def test_rescan_stops_at_its_bounds_and_skips_costly_listings(agent):
+    class Module:  # torch.nn.Module's stand-in: the scan only tests issubclass
+        pass
+
+    fake_torch = types.SimpleNamespace(nn=types.SimpleNamespace(Module=Module))
+    tracker = agent.tracker.ModuleTracker()
+    tracker.scan_objects = 5000
+    kept = [Module() for _ in range(3)]
+    gc.collect()  # into the old generation
+    scan = tracker.rescan(fake_torch)
+    assert scan.examined == 5000 and scan.complete is False and scan.old > 5000
+    # within the cells the bound allows, every object is looked at: the modules are found
+    for _ in range(math.ceil(scan.old / 2000) + 2):
+        if len(tracker.live()) == 3:
+            break
+        tracker.rescan(fake_torch)
+    assert sorted(map(id, (m for m, _ in tracker.live()))) == sorted(map(id, kept))
+    # a listing dearer than scan_list_ms: the next scans skip the old generation
+    tracker.scan_list_ms = 1e-9
+    tracker.rescan(fake_torch)
+    skipped = tracker.rescan(fake_torch)
+    assert skipped.old == 0 and skipped.complete is False and skipped.examined < 5000
+    # no time: nothing looked at beyond the first chunk
+    tracker.scan_list_ms, tracker._old_skip, tracker.scan_ms = 1e9, 0, 0.0
+    assert tracker.rescan(fake_torch).examined <= 4096 * 3
 
 
 def start(new_kernel, setup):

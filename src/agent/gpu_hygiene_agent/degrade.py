@@ -39,18 +39,28 @@ def version_of(module_name):
         version = getattr(module, "__version__", None) if module is not None else None
     except Exception:
         version = None
-    return short(version, 100) if isinstance(version, str) and version else "unknown"
+    return _text(version) if isinstance(version, str) and version else "unknown"
 
 
-def note(area, library, version=None):
-    """Record the limit ``area`` (one of ``AREAS``) caused by ``library`` (its import name or
-    display name, str) at ``version`` (str; None: read from ``sys.modules[library]``).
-    Idempotent; an unknown area or a full set is ignored. Returns True when the limit is new."""
+def _text(value):
+    """``value`` as a plain str of at most 100 characters (a ``str`` subclass such as torch's
+    ``TorchVersion`` copied without its methods; anything else: ``"unknown"``)."""
+    return short(str.__str__(value), 100) if isinstance(value, str) else "unknown"
+
+
+def note(area, library, version=None, module=None):
+    """Record the limit ``area`` (one of ``AREAS``) caused by ``library`` (its name as users
+    know it, str: ``"IPython"``, ``"torch"``, ``"Ultralytics"``) at ``version`` (str; None:
+    ``version_of(module or library)``, e.g. ``note("owners", "Ultralytics",
+    module="ultralytics")`` from owners.py). Idempotent; an unknown area or a full set is
+    ignored; never raises. Returns True when the limit is new."""
     try:
         if area not in AREAS or len(_limits) >= MAX_LIMITS:
             return False
-        library = short(library, 100)
-        version = version_of(library) if version is None else short(version, 100)
+        if version is None:
+            version = version_of(module or library)
+        library = _text(library)
+        version = _text(version)
         key = (area, library, version)
         if key in _limits:
             return False

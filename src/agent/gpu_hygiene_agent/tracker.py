@@ -130,7 +130,7 @@ class ModuleTracker:
             self.active = True
         else:
             self.rescan_each_time = True
-            degrade.note("models", "torch", getattr(torch, "__version__", None) or "unknown")
+            degrade.note("models", "torch")  # its version from sys.modules["torch"]
         self.scan(torch)
         return self.active
 
