@@ -14,6 +14,7 @@ import type {
   IGpuProcesses,
   IHello,
   IInventory,
+  ILimit,
   IOom,
   ISample,
   KernelMessage
@@ -122,6 +123,32 @@ export class GpuKernelModel implements IDisposable {
   /** Latest inventory, or null. */
   get inventory(): IInventory | null {
     return this._inventory;
+  }
+
+  /**
+   * The limits of the kernel's environment (what the agent degrades from,
+   * docs/protocol.md), each once: the hello's (known at start) and the latest
+   * inventory's (the full current list), in that order; empty for an agent
+   * that sends none.
+   */
+  get limits(): ReadonlyArray<ILimit> {
+    const out: ILimit[] = [];
+    for (const limit of [
+      ...(this._hello?.limits ?? []),
+      ...(this._inventory?.limits ?? [])
+    ]) {
+      if (
+        !out.some(
+          l =>
+            l.area === limit.area &&
+            l.library === limit.library &&
+            l.version === limit.version
+        )
+      ) {
+        out.push(limit);
+      }
+    }
+    return out;
   }
 
   /** Result of the last clean cell, or null. */

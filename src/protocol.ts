@@ -44,6 +44,15 @@ const deviceInfo = z.object({
   uuid: z.nullable(shortText)
 });
 
+/** What the environment lacks that the agent degrades from (docs/protocol.md, Limits). */
+const limit = z.object({
+  area: z.enum(['holders', 'models', 'owners']),
+  library: z.string().check(z.maxLength(200)),
+  version: z.string().check(z.maxLength(200))
+});
+/** At most 32 limits are sent (`degrade.MAX_LIMITS`); a list up to 100 is accepted. */
+const limits = z.optional(z.array(limit).check(z.maxLength(100)));
+
 const hello = z.object({
   ...envelope,
   type: z.literal('hello'),
@@ -53,7 +62,8 @@ const hello = z.object({
   torch: z.nullable(shortText),
   nvml: z.boolean(),
   nvmlError: z.nullable(shortText),
-  devices: z.array(deviceInfo).check(z.maxLength(64))
+  devices: z.array(deviceInfo).check(z.maxLength(64)),
+  limits
 });
 
 const deviceSample = z.object({
@@ -248,7 +258,8 @@ const inventory = z.object({
   graphs: z.array(graphHolder).check(z.maxLength(1000)),
   allocator: z.nullable(allocator),
   children,
-  owners: z.array(ownerObject).check(z.maxLength(1000))
+  owners: z.array(ownerObject).check(z.maxLength(1000)),
+  limits
 });
 
 const beforeAfter = z.object({ before: bytes, after: bytes });
@@ -348,6 +359,16 @@ const kernelMessage = z.discriminatedUnion('type', [
 
 /** `hello`: sent once per comm, describes the kernel and its devices. */
 export type IHello = z.infer<typeof hello>;
+/**
+ * One limit of the kernel's environment (`hello.limits`, `inventory.limits`;
+ * absent from older agents): `area` is what the agent does with less
+ * (`holders`: names only the holders it can read from an IPython of another
+ * layout; `models`: torch without registration hooks, models found by a
+ * bounded heap scan; `owners`: a library's owner attributes not found,
+ * generic owner search), `library` and `version` the library that causes
+ * it (`"IPython"`, `"7.34.0"`).
+ */
+export type ILimit = z.infer<typeof limit>;
 /**
  * One CUDA device as NVML names it: `index` is the kernel's CUDA index
  * (`cuda:<index>`, CUDA_VISIBLE_DEVICES applied), `nvmlIndex` the number

@@ -55,7 +55,8 @@ function Section(props: {
 /**
  * Pure view of the gauge's breakdown: the title (the gauge's own text), a
  * lead sentence and its smaller notes (e.g. NVML's raw error), one section
- * per device, the summary (findings, live models), agent errors, and the
+ * per device, the summary (findings, live models), agent errors, what the
+ * kernel's environment lacks that the agent degrades from (limits), and the
  * buttons.
  */
 export function GaugeDetails(props: {
@@ -96,6 +97,11 @@ export function GaugeDetails(props: {
         kind="errors"
         heading={trans.__('Agent errors')}
         lines={details.errors}
+      />
+      <Section
+        kind="limits"
+        heading={trans.__('Limits of this environment')}
+        lines={details.limits}
       />
       {(actions.openPanel || actions.clean) && (
         <div className="jp-GpuHygiene-popupActions">

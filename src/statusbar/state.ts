@@ -11,7 +11,7 @@ import { userModels } from '../analysis/findings/models';
 import { formatBytes, isCudaDevice, sumBytes } from '../analysis/format';
 import type { IGpuProcessesJoin } from '../analysis/gpuprocesses';
 import type { GpuKernelModel } from '../model';
-import type { IModelInfo } from '../protocol';
+import type { ILimit, IModelInfo } from '../protocol';
 import type { IGpuSettings } from '../tokens';
 import { deviceSections, IDeviceSection } from './tooltip';
 
@@ -33,13 +33,19 @@ export interface IGaugeDetails {
   summary: string[];
   /** Agent errors, one line each (at most 300 characters). */
   errors: string[];
+  /**
+   * What the kernel's environment lacks that the agent degrades from
+   * (`GpuKernelModel.limits`), one line each, each once: e.g. "Holders
+   * limited: IPython 7.34.0".
+   */
+  limits: string[];
 }
 
 /** Everything the gauge renders. */
 export interface IGaugeState {
   /** Short text in the status bar. */
   text: string;
-  /** The breakdown's lines, flattened from `details` (lead, notes, devices, summary, errors). */
+  /** The breakdown's lines, flattened from `details` (lead, notes, devices, summary, errors, limits). */
   tooltip: string[];
   /** The breakdown, structured (the gauge's popup). */
   details: IGaugeDetails;
@@ -152,11 +158,35 @@ function statusState(
   }
 }
 
-/** The tooltip's lines after the devices: findings, live models, agent errors. */
+/** The tooltip's lines after the devices: findings, live models, agent errors, limits. */
 interface ISummaryLines {
   findings: string[];
   models: string;
   errors: string[];
+  limits: string[];
+}
+
+/**
+ * The line that says one limit of the kernel's environment (an area
+ * unknown to this browser: none; the schema admits only the known ones).
+ */
+export function limitLine(limit: ILimit, trans: TranslationBundle): string {
+  switch (limit.area) {
+    case 'holders':
+      return trans.__('Holders limited: %1 %2', limit.library, limit.version);
+    case 'models':
+      return trans.__(
+        'Models found by a heap scan: %1 %2',
+        limit.library,
+        limit.version
+      );
+    case 'owners':
+      return trans.__(
+        'Trainer owners limited: %1 %2',
+        limit.library,
+        limit.version
+      );
+  }
 }
 
 /** The summary lines of a running kernel whose models are `models`. */
@@ -179,7 +209,8 @@ function summaryLines(
           ),
     errors: model.agentErrors.map(e =>
       trans.__('Agent error (%1): %2', e.where, Private.clip(e.message))
-    )
+    ),
+    limits: [...new Set(model.limits.map(l => limitLine(l, trans)))]
   };
 }
 
@@ -226,7 +257,8 @@ function noGpuState(
       summary.models,
       trans.__('Model memory in RAM: %1', formatBytes(ram))
     ],
-    errors: summary.errors
+    errors: summary.errors,
+    limits: summary.limits
   });
   return {
     fraction: null,
@@ -277,7 +309,8 @@ export function gaugeState(
   const details = Private.details({
     devices: deviceSections(model, device, models, join, trans),
     summary: [...summary.findings, summary.models],
-    errors: summary.errors
+    errors: summary.errors,
+    limits: summary.limits
   });
   return {
     kind: 'gpu',
@@ -303,18 +336,20 @@ namespace Private {
       devices: [],
       summary: [],
       errors: [],
+      limits: [],
       ...parts
     };
   }
 
-  /** The breakdown as lines: lead, notes, each device's heading and lines, summary, errors. */
+  /** The breakdown as lines: lead, notes, each device's heading and lines, summary, errors, limits. */
   export function flatten(details: IGaugeDetails): string[] {
     return [
       ...(details.lead === null ? [] : [details.lead]),
       ...details.notes,
       ...details.devices.flatMap(d => [d.heading, ...d.lines]),
       ...details.summary,
-      ...details.errors
+      ...details.errors,
+      ...details.limits
     ];
   }
   /**

@@ -313,8 +313,9 @@ def old_agent():
 
 
 # facts the single-file agent never had (issue 17): the allocator split, child processes, owner
-# objects, and holders that reach only a submodule (``submodule: true``; checked on their own below)
-NEW_FACTS = ("allocator", "children", "owners")
+# objects, the limits of the environment (issue 16), and holders that reach only a submodule
+# (``submodule: true``; checked on their own below)
+NEW_FACTS = ("allocator", "children", "owners", "limits")
 
 
 def protocol_id(agent, tracker, module):
@@ -336,7 +337,7 @@ def _address_ids(value):
 
 def _comparable(message):
     """The message without its timing, and without what the single-file agent did not report:
-    ``allocator``, ``children``, ``owners``, the roots' ``sole``, ``shared`` and ``cells`` (and the
+    ``allocator``, ``children``, ``owners``, ``limits``, the roots' ``sole``, ``shared`` and ``cells`` (and the
     rows only those fill), and the holders' ``submodule`` (checked on their own below)."""
     out = {k: v for k, v in message.items() if k not in ("t", "seq", "durationMs", *NEW_FACTS)}
     new = ("sole", "shared", "sharedWith", "cells")

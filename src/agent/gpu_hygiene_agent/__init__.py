@@ -28,8 +28,10 @@ What it does:
 
 Rules it keeps: stdlib only at import time; it never imports torch, ultralytics or anything
 that would create a CUDA context; it never prints and never lets an exception reach a user
-cell (errors become ``error`` messages, each distinct one sent once per comm); it keeps no
-strong reference to a user object between cells. All memory figures are bytes (int).
+cell (errors become ``error`` messages, each distinct one sent once per comm); what an old
+environment lacks (IPython's layout, torch's registration hooks, a library's attributes) it
+degrades from and says once, as ``limits`` in ``hello`` and ``inventory`` (``degrade``); it
+keeps no strong reference to a user object between cells. All memory figures are bytes (int).
 
 Package attributes that other copies of the agent, the loader and the tests read:
 ``AGENT_VERSION``, ``PROTOCOL``, ``install``, ``uninstall``, ``hello_now`` (what the install
@@ -43,6 +45,7 @@ request's user expression evaluates), ``_agent`` (the running
 MODULES = (
     "limits",
     "util",
+    "degrade",
     "progress",
     "storage",
     "tracker",

@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 
-from . import children, clean, inventory, oom
+from . import children, clean, degrade, inventory, oom, roots
 from .devices import DeviceSampler
 from .gpuprocs import GpuProcesses
 from .limits import (
@@ -70,6 +70,7 @@ class Agent:
     def start(self):
         """Initialise NVML, register the comm target and hooks, start the sampler."""
         self.devices.start()
+        roots.note_shell_gaps(self.shell)  # the ``holders`` limit, known at start
         try:
             self.inventory.scan_orphans()  # here: the first inventory answers a comm_open
         except Exception as exc:
@@ -214,6 +215,7 @@ class Agent:
             "nvml": self.devices.nvml is not None,
             "nvmlError": self.devices.nvml_error,
             "devices": self.devices.describe(),
+            "limits": degrade.current(),
         }
 
     # ---- IPython hooks
@@ -297,7 +299,7 @@ class Agent:
             if torch is None:
                 return
             if self.tracker.rescan_each_time:
-                self.tracker.scan(torch)
+                self.tracker.rescan(torch)  # bounded (the ``models`` limit)
             else:
                 self.tracker.start(torch)
         except Exception as exc:

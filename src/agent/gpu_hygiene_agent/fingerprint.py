@@ -51,7 +51,7 @@ def fingerprint(shell, tracker, stats):
         stats.probe(),
     ]
     system_name = roots.SYSTEM_NAME
-    for space in (shell.user_ns, shell.user_ns_hidden):
+    for space in (shell.user_ns, roots.hidden_ns(shell) or {}):
         for name, value in list(space.items()):
             cls = type(value)
             if cls in LEAF_TYPES or (isinstance(name, str) and system_name.match(name)):
@@ -61,7 +61,7 @@ def fingerprint(shell, tracker, stats):
     parts.append(tuple(map(id, list(cache.values()))) if type(cache) is dict else None)
     displayhook = getattr(shell, "displayhook", None)
     slots = vars_of(displayhook) if displayhook is not None else {}
-    parts.append(tuple(id(slots.get(k)) for k in ("_", "__", "___")))
+    parts.append(tuple(id(slots.get(k)) for k in roots.DISPLAYHOOK_SLOTS))
     last = getattr(shell, "last_execution_result", None)
     last_vars = vars_of(last) if last is not None else {}
     parts.append(

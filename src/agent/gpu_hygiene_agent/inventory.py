@@ -8,7 +8,18 @@ import sys
 import time
 from typing import NamedTuple
 
-from . import allocator, census, children, fingerprint, lasterror, models, roots, walk, workers
+from . import (
+    allocator,
+    census,
+    children,
+    degrade,
+    fingerprint,
+    lasterror,
+    models,
+    roots,
+    walk,
+    workers,
+)
 from .limits import PROTOCOL
 from .storage import storage_of
 from .util import cuda_initialized, torch_module
@@ -73,6 +84,7 @@ class Inventory:
                 if started - self.children_read >= CHILDREN_REFRESH_S:
                     message["children"] = self.children(None)
                 message["allocator"] = allocator.allocator_fact()
+                message["limits"] = degrade.current()
                 message.update(
                     t=time.time(),
                     seq=next(self.seq),
@@ -105,6 +117,7 @@ class Inventory:
         the last inventory (what a cell changed), or None: every model re-checked in full."""
         torch = torch_module()
         cuda = cuda_initialized(torch)
+        roots.note_shell_gaps(self.shell)  # a shell changed since the start (``holders``)
         walked = self.walk_roots(torch)
         truncated = walked.truncated
         found = None
@@ -131,6 +144,7 @@ class Inventory:
             "allocator": allocator.allocator_fact(),
             "children": self.children(walked.variables),
             "owners": found.owners if found else [],
+            "limits": degrade.current(),
         }
 
     def scan_orphans(self):

@@ -53,6 +53,16 @@ GRAPH_ITEMS = 10000  # container items looked at per graph holder
 GRAPH_ITEMS_TOTAL = 50000  # container items looked at for graph holders per inventory
 GRAPH_NODES = 20000  # autograd nodes visited per inventory
 FINGERPRINT_ITEMS = 1000  # items of a container / attributes of an object fingerprinted one by one
+# torch without module registration hooks (torch < 2.0, tracker.ModuleTracker.rescan): the heap
+# scan of each inventory looks at most SCAN_OBJECTS objects (about 0.1 us each) and stops
+# looking after SCAN_MS. Listing the old generation costs about 55 ns per object: after a
+# listing that took t ms the next int(t / SCAN_LIST_MS) scans skip the old generation (on
+# average at most SCAN_LIST_MS of listing per inventory). Young generations are scanned each
+# time, the old one newest first, then from where the last scan stopped: the whole heap is
+# covered within a few cells.
+SCAN_OBJECTS = 500000
+SCAN_MS = 50.0
+SCAN_LIST_MS = 20.0
 MAX_CACHED_STORAGES = 200000  # entries of the storage cache (storage.py) before it is emptied
 
 HIDDEN_HOLDER = "unreachable from the namespace"

@@ -8,6 +8,7 @@ import sys
 import types
 from typing import NamedTuple
 
+from . import degrade
 from .limits import MAX_FRAMES, MAX_TB_DEPTH
 from .util import LEAF_TYPES, MISSING, vars_of
 
@@ -15,9 +16,56 @@ from .util import LEAF_TYPES, MISSING, vars_of
 OUTPUT_NAME = re.compile(r"_{1,3}$|_\d+$")
 # IPython's own names in user_ns that are never user variables.
 SYSTEM_NAME = re.compile(r"_i{1,3}$|_i\d+$|_ih$|_oh$|_dh$|In$|Out$|exit$|quit$|get_ipython$")
+# A module's or the interpreter's own names (__builtins__, __name__...): never user variables;
+# left out by name only where user_ns_hidden cannot be read (``hidden_ns``).
+DUNDER_NAME = re.compile(r"__\w+__$")
+# The display hook's slots for the last three results (IPython's DisplayHook sets them).
+DISPLAYHOOK_SLOTS = ("_", "__", "___")
 # ModuleType's own __dict__ descriptor: a module's namespace without its __getattr__, a
 # subclass's property, or gc.get_referents (see ModuleDicts)
 _MODULE_DICT = types.ModuleType.__dict__["__dict__"]
+
+
+def hidden_ns(shell):
+    """IPython's ``user_ns_hidden`` (the names ``%who`` hides), or None when the shell has none
+    or it is not a plain dict (a subclass could run code on ``get``): the ``holders`` limit
+    (``shell_gaps``), variables are then told from IPython's names by name only."""
+    hidden = getattr(shell, "user_ns_hidden", None)
+    return hidden if type(hidden) is dict else None
+
+
+def shell_gaps(shell):
+    """The parts of the shell's layout that the holder roots read and that this shell lacks or
+    has in another shape (list of str, empty for the IPython the agent expects):
+    ``user_ns_hidden`` (a dict), ``displayhook`` (its ``_``, ``__``, ``___`` slots),
+    ``history_manager.output_hist`` (the output cache, a dict), ``last_execution_result``.
+    Reads attributes of IPython's own objects only."""
+    gaps = []
+    if hidden_ns(shell) is None:
+        gaps.append("user_ns_hidden")
+    displayhook = getattr(shell, "displayhook", None)
+    slots = vars_of(displayhook) if displayhook is not None else {}
+    if any(slot not in slots for slot in DISPLAYHOOK_SLOTS):
+        gaps.append("displayhook")
+    history = getattr(shell, "history_manager", None)
+    if type(getattr(history, "output_hist", None)) is not dict:
+        gaps.append("output_hist")
+    if getattr(shell, "last_execution_result", MISSING) is MISSING:
+        gaps.append("last_execution_result")
+    return gaps
+
+
+def note_shell_gaps(shell):
+    """Note the ``holders`` limit (``degrade``) with IPython's version when ``shell_gaps``
+    finds any; the roots then name the holders they can read. Never raises. Returns the
+    gaps (list of str)."""
+    try:
+        gaps = shell_gaps(shell)
+    except Exception:
+        gaps = ["shell"]
+    if gaps:
+        degrade.note("holders", "IPython")
+    return gaps
 
 
 def output_cache(shell):
@@ -33,9 +81,10 @@ def is_output_name(shell, name, value):
     IPython versions); a user's own ``_7 = ...`` is a variable."""
     if not OUTPUT_NAME.match(name):
         return False
-    if name in ("_", "__", "___"):
+    if name in DISPLAYHOOK_SLOTS:
         return True
-    if shell.user_ns_hidden.get(name, MISSING) is value:
+    hidden = hidden_ns(shell)
+    if hidden is not None and hidden.get(name, MISSING) is value:
         return True
     cache = output_cache(shell)
     try:
@@ -76,16 +125,19 @@ def output_cells(shell):
 def variable_roots(shell):
     """User variables: (name, value) pairs of ``user_ns`` that IPython's ``%who`` rule does
     not hide (value is not ``user_ns_hidden[name]``), without the output-cache and IPython
-    names."""
+    names (and, where ``user_ns_hidden`` cannot be read, without ``__dunder__`` names)."""
     ns = shell.user_ns
-    hidden = shell.user_ns_hidden
+    hidden = hidden_ns(shell)
     out = []
     for name, value in list(ns.items()):
         if not isinstance(name, str):
             continue
         if SYSTEM_NAME.match(name) or is_output_name(shell, name, value):
             continue
-        if hidden.get(name, MISSING) is value:
+        if hidden is None:
+            if DUNDER_NAME.match(name):
+                continue
+        elif hidden.get(name, MISSING) is value:
             continue
         if type(value) in LEAF_TYPES:
             continue
@@ -99,14 +151,14 @@ def output_roots(shell):
     cells a value is the output of: ``output_cells``."""
     out = []
     ns = shell.user_ns
-    hidden = shell.user_ns_hidden
-    for space in (ns, hidden):
+    hidden = hidden_ns(shell)
+    for space in (ns, hidden or {}):
         for name, value in list(space.items()):
             output = isinstance(name, str) and is_output_name(shell, name, value)
             if output and type(value) not in LEAF_TYPES:
                 out.append((name, value))
     displayhook = getattr(shell, "displayhook", None)
-    for slot in ("_", "__", "___"):
+    for slot in DISPLAYHOOK_SLOTS:
         value = vars_of(displayhook).get(slot) if displayhook is not None else None
         if value is not None and type(value) not in LEAF_TYPES:
             out.append((slot, value))
@@ -202,7 +254,7 @@ def skip_ids(shell, own_ids, module_dicts):
     for obj in (
         ns,
         getattr(shell, "user_global_ns", None),
-        shell.user_ns_hidden,
+        getattr(shell, "user_ns_hidden", None),
         getattr(shell, "displayhook", None),
         history,
         getattr(shell, "events", None),

@@ -1,11 +1,18 @@
 """Which ``torch.nn.Module`` instances exist: a weak registry fed by torch's global
-registration hooks (one heap scan when tracking starts)."""
+registration hooks (one heap scan when tracking starts); without them (torch < 2.0) a bounded
+heap scan per inventory (``ModuleTracker.rescan``, the ``models`` limit of ``degrade``)."""
 
 import contextlib
 import gc
 import itertools
+import time
 import weakref
 from typing import NamedTuple
+
+from . import degrade
+from .limits import SCAN_LIST_MS, SCAN_MS, SCAN_OBJECTS
+
+_CHECK_EVERY = 4096  # objects looked at between two reads of the clock
 
 
 class Tracked(NamedTuple):
@@ -20,6 +27,15 @@ class LiveModule(NamedTuple):
 
     module: object
     order: int
+
+
+class ScanStats(NamedTuple):
+    """What one bounded heap scan (``ModuleTracker.rescan``) did."""
+
+    examined: int  # objects looked at (at most ``scan_objects``)
+    old: int  # objects of the old generation listed (0: its pass was skipped)
+    complete: bool  # every object of every generation looked at
+    ms: float  # wall time of the whole scan, listing included (milliseconds)
 
 
 class ModuleTracker:
@@ -41,6 +57,13 @@ class ModuleTracker:
         # registration events seen (int): submodules, parameters and buffers set on a module;
         # equal counts, no module tree changed through __setattr__ / register_*
         self.structure = 0
+        # bounds of ``rescan`` (limits.SCAN_*; instance attributes so that a test can lower them)
+        self.scan_objects = SCAN_OBJECTS
+        self.scan_ms = SCAN_MS
+        self.scan_list_ms = SCAN_LIST_MS
+        self.last_scan = None  # ScanStats of the last rescan, or None
+        self._old_cursor = 0  # where the next old-generation pass resumes (index)
+        self._old_skip = 0  # rescans left whose old-generation pass is skipped
 
     # hooks: they run inside user code (module constructors), so they never raise
     def _on_module(self, module, _name, submodule):
@@ -107,6 +130,7 @@ class ModuleTracker:
             self.active = True
         else:
             self.rescan_each_time = True
+            degrade.note("models", "torch")  # its version from sys.modules["torch"]
         self.scan(torch)
         return self.active
 
@@ -120,6 +144,91 @@ class ModuleTracker:
                     self.add(obj)
         finally:
             del objects
+
+    def rescan(self, torch):
+        """Without registration hooks: track the modules found by a bounded heap scan (one per
+        inventory; ``ScanStats`` in ``last_scan``). At most ``scan_objects`` objects are looked
+        at, and looking stops after ``scan_ms`` (listings not counted): first the young
+        generations (objects made since the last collections), then the old one, newest first
+        (what the last cells made and collections promoted lies at its end), then from where
+        the last scan stopped, so that every object is looked at within a few inventories.
+        Listing the old generation is the one cost not cut (about 55 ns per object): after a
+        listing of t ms the next ``int(t / scan_list_ms)`` scans skip it. Modules reachable
+        from the user's variables, the output cache or the last traceback are found by the
+        holder walk in any case."""
+        started = time.perf_counter()
+        limit_s = self.scan_ms / 1000.0
+        module_type = torch.nn.Module
+        budget = max(0, int(self.scan_objects))
+        add = self.add
+        examined = 0
+        looking_s = 0.0  # time spent looking (the listings not counted: see above)
+        complete = True
+        old_listed = 0
+
+        def look(objects, start, stop):
+            """Look at objects[start:stop] within the budget; the index reached (int)."""
+            nonlocal examined, looking_s
+            i = start
+            while i < stop:
+                if examined >= budget or looking_s > limit_s:
+                    return i
+                end = min(stop, i + _CHECK_EVERY, i + budget - examined)
+                begun = time.perf_counter()
+                for obj in objects[i:end]:
+                    if issubclass(type(obj), module_type):
+                        add(obj)
+                looking_s += time.perf_counter() - begun
+                examined += end - i
+                i = end
+            return i
+
+        for generation in (0, 1):
+            try:
+                objects = gc.get_objects(generation)
+            except Exception:
+                objects = []
+            try:
+                if look(objects, 0, len(objects)) < len(objects):
+                    complete = False
+            finally:
+                del objects
+        if self._old_skip > 0:
+            self._old_skip -= 1
+            complete = False
+        elif examined < budget:
+            listed = time.perf_counter()
+            try:
+                objects = gc.get_objects(2)
+            except Exception:
+                objects = []
+            try:
+                list_ms = (time.perf_counter() - listed) * 1000.0
+                self._old_skip = int(list_ms / self.scan_list_ms) if self.scan_list_ms > 0 else 0
+                old_listed = n = len(objects)
+                # the newest half of what is left of the budget, from the end
+                share = min(n, (budget - examined) // 2)
+                tail_start = n - share
+                if look(objects, tail_start, n) < n:
+                    complete = False
+                # then the rest, from the cursor, wrapping at the tail
+                cursor = self._old_cursor if self._old_cursor < tail_start else 0
+                reached = look(objects, cursor, tail_start)
+                if reached < tail_start:
+                    complete = False
+                    self._old_cursor = reached
+                else:
+                    first = look(objects, 0, cursor)
+                    self._old_cursor = first if first < cursor else 0
+                    complete = complete and first >= cursor
+            finally:
+                del objects
+        else:
+            complete = False
+        self.last_scan = ScanStats(
+            examined, old_listed, complete, (time.perf_counter() - started) * 1000.0
+        )
+        return self.last_scan
 
     def stop(self):
         """Remove the registration hooks."""
