@@ -337,8 +337,9 @@ def _address_ids(value):
 
 def _comparable(message):
     """The message without its timing, and without what the single-file agent did not report:
-    ``allocator``, ``children``, ``owners``, ``limits``, the roots' ``sole``, ``shared`` and ``cells`` (and the
-    rows only those fill), and the holders' ``submodule`` (checked on their own below)."""
+    ``allocator``, ``children``, ``owners``, ``limits``, the roots' ``sole``, ``shared`` and
+    ``cells`` (and the rows only those fill), and the holders' ``submodule`` (checked on their
+    own below)."""
     out = {k: v for k, v in message.items() if k not in ("t", "seq", "durationMs", *NEW_FACTS)}
     new = ("sole", "shared", "sharedWith", "cells")
     out["roots"] = [
