@@ -18,13 +18,13 @@ them, so what the fix frees must equal the finding's bytes exactly.
 The inventories are written as ``test/fixtures/inventory_hf_trainer.json`` and
 ``inventory_lightning_trainer.json`` (``UPDATE_FIXTURES=1`` rewrites them) and compared with
 the committed ones only under the library versions they were recorded with (``PINNED``): paths
-and bytes are the library's internals. Skipped where the library is not importable here (the
-kernel gets this process's environment, ``PYTHONPATH`` included). The libraries are looked up,
-not imported, here: this process never imports torch."""
-
-import importlib.util
+and bytes are the library's internals. Skipped where the library is not importable in the
+kernel (the kernel's own interpreter is asked where ``GPU_HYGIENE_KERNEL`` names a ``make
+compat`` kernel; else this process's environment, which the kernel gets, ``PYTHONPATH``
+included). The libraries are looked up, not imported, here: this process never imports torch."""
 
 import pytest
+from kernel_driver import kernel_needs
 from test_trained_model import FIXTURES, check_fixture, total
 
 pytestmark = pytest.mark.timeout(300)
@@ -48,11 +48,10 @@ LIVE = (
 
 
 def needs(*names):
-    """Skip (before the fixtures compile anything) where one of ``names`` is not importable."""
-    missing = [n for n in names if importlib.util.find_spec(n) is None]
-    return pytest.mark.skipif(
-        bool(missing), reason=f"{', '.join(missing)} not importable in this environment"
-    )
+    """Skip (before the fixtures compile anything) where one of ``names`` is not importable in
+    the kernel's environment (``kernel_driver.kernel_needs``: a ``make compat`` kernel is asked
+    with its own interpreter)."""
+    return kernel_needs(*names)
 
 
 class Session:
