@@ -35,11 +35,29 @@ from kernel_driver import (  # noqa: F401 -- re-exported for the test modules
     encode_payload,
     holder_names,
     install_code,
+    kernel_version,
     load_agent,
     loader_source,
     model_by_order,
     notebook_cells,
 )
+
+
+def ultralytics_flops_copy():
+    """An xfail mark (not strict) for a test that counts the models of a kernel where
+    Ultralytics is older than 8.1: there ``YOLO(...)`` counts its FLOPs on a deepcopy of the
+    model (``get_flops``, thop) that stays in a reference cycle until the next garbage
+    collection. The agent reports it truthfully (a model nothing reaches, ``unreachable from
+    the namespace``: the browser's "waiting for garbage collection"), so a test that expects
+    exactly the user's models sees one more. With that copy collected these tests pass on
+    Ultralytics 8.0 (``make compat``, docs/compat.md)."""
+    version = kernel_version("ultralytics")
+    return pytest.mark.xfail(
+        version is not None and version < (8, 1),
+        reason="Ultralytics < 8.1 leaves a copy of each new YOLO model waiting for gc "
+        "(get_flops): one more, unreachable model in the inventory",
+        strict=False,
+    )
 
 
 @pytest.fixture

@@ -301,6 +301,43 @@ def kernel_missing(*names, kernel_name=None):
     return _kernel_missing(kernel_name or default_kernel_name(), tuple(names))
 
 
+@functools.cache
+def _kernel_versions(kernel_name, names):
+    python = _kernel_python(kernel_name)
+    probe = (
+        "import importlib.metadata as md, json, sys\n"
+        "out = {}\n"
+        "for n in sys.argv[1:]:\n"
+        "    try: out[n] = md.version(n)\n"
+        "    except md.PackageNotFoundError: pass\n"
+        "print(json.dumps(out))"
+    )
+    done = subprocess.run(
+        [python or sys.executable, "-c", probe, *names],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return json.loads(done.stdout)
+
+
+def kernel_version(name, kernel_name=None):
+    """The version (tuple of ints, the leading numeric parts: ``(8, 0, 239)``) of distribution
+    ``name`` installed for the kernel (``kernel_name``, default ``default_kernel_name()``), or
+    None where it is not installed. Cached per kernel."""
+    text = _kernel_versions(kernel_name or default_kernel_name(), (name,)).get(name)
+    if text is None:
+        return None
+    parts = []
+    for part in text.split("."):
+        digits = re.match(r"\d+", part)
+        if digits is None:
+            break
+        parts.append(int(digits.group()))
+    return tuple(parts)
+
+
 def kernel_needs(*names):
     """A skip mark for a test that needs ``names`` importable in the kernel: the reason names
     what is missing and the kernel it is missing from (a ``make compat`` kernel may lack

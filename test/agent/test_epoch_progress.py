@@ -25,7 +25,8 @@ import pytest
 from checks import WITHOUT_POLARS, make_dataset
 from conftest import load_agent
 
-pytestmark = pytest.mark.timeout(400)
+# compat: version-sensitive, in the subset `make test-compat-oldest` runs (scripts/compat.py)
+pytestmark = [pytest.mark.timeout(400), pytest.mark.compat]
 
 INTERVAL_MS = 250  # the agent's shortest sample interval
 

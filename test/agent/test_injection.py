@@ -18,7 +18,8 @@ from conftest import (
     install_code,
 )
 
-pytestmark = pytest.mark.timeout(120)
+# compat: version-sensitive, in the subset `make test-compat-oldest` runs (scripts/compat.py)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.compat]
 
 # callbacks defined in the agent: its package and submodules, or 0.2.0's single module
 AGENT_HOOKS = (

@@ -27,7 +27,8 @@ import pytest
 from kernel_driver import kernel_needs
 from test_trained_model import FIXTURES, check_fixture, total
 
-pytestmark = pytest.mark.timeout(300)
+# compat: version-sensitive, in the subset `make test-compat-oldest` runs (scripts/compat.py)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.compat]
 
 OFFLINE = {
     "CUDA_VISIBLE_DEVICES": "",

@@ -17,7 +17,8 @@ from conftest import DEVICES
 
 MiB = 2**20
 
-pytestmark = pytest.mark.timeout(400)
+# compat: version-sensitive, in the subset `make test-compat-oldest` runs (scripts/compat.py)
+pytestmark = [pytest.mark.timeout(400), pytest.mark.compat]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FIXTURE = FIXTURES / "inventory_after_training.json"
