@@ -526,7 +526,7 @@ def junit_counts(path):
 def merge(result):
     data = json.loads(DOC_JSON.read_text()) if DOC_JSON.exists() else {"combinations": {}}
     data["combinations"][result["name"]] = result
-    DOC_JSON.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    DOC_JSON.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 # ---------------------------------------------------------------------------------- the table
@@ -607,6 +607,16 @@ def table():
     else:
         readme = readme.rstrip() + "\n\n## Supported versions\n\n" + section + "\n"
     README.write_text(readme)
+    prettier = ROOT / "node_modules" / ".bin" / "prettier"
+    if prettier.exists():  # `make lint` checks them with prettier (the tables' padding)
+        subprocess.run(
+            [str(prettier), "--write", str(DOC_MD), str(DOC_JSON), str(README)],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+    else:
+        log("no node_modules/.bin/prettier: run `npx prettier --write` on the files written")
     log(f"wrote {DOC_MD.relative_to(ROOT)} and README.md's kernel-side section")
 
 
