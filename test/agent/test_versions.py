@@ -5,7 +5,12 @@ the kernels of other versions, where the difference is real).
 
 - IPython 7.33-7.34 name each cell's code object ``<cell line: N>`` instead of ``<module>``
   (``InteractiveShell._update_code_co_name``): a traceback frame of a cell's top level must be
-  shown as ``<module>``, in ``lastError.frames`` and in the traceback root's name."""
+  shown as ``<module>``, in ``lastError.frames`` and in the traceback root's name.
+- Ultralytics 8.1-8.2's predictor: after ``model.predict``, ``model.predictor.model`` is an
+  ``AutoBackend`` module that registers the wrapper's own network as its child and keeps it as
+  the plain attribute ``weights`` too, so the wrapper and the backend reach each other; the
+  backend must be the wrapper's part (one model, its bytes once), not a second model (8.3 and
+  later wrap the network differently)."""
 
 import pytest
 
@@ -47,3 +52,47 @@ def test_frame_name_normalises_only_cell_names():
         code = compile("pass", "<x>", "exec").replace(co_name=kept)
         assert util.frame_name(code) == kept
     assert util.frame_name(object()) == "?"
+
+
+# the shape of Ultralytics 8.2 after model.predict(), without Ultralytics: a wrapper module with
+# its network, a plain predictor object whose ``model`` is a backend module that registers the
+# same network and keeps it as a plain attribute as well (AutoBackend's
+# ``self.__dict__.update(locals())``)
+PREDICTOR_BACKEND = """
+import torch
+
+class Wrapper(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())
+
+class Backend(torch.nn.Module):
+    def __init__(self, weights):
+        super().__init__()
+        self.model = weights
+        self.__dict__.update({"weights": weights, "fp16": False})
+
+class Predictor:
+    def __init__(self, weights):
+        self.model = Backend(weights)
+
+model = Wrapper()
+model.predictor = Predictor(model.model)
+"""
+
+
+def test_a_predictor_backend_that_reaches_back_is_a_part_of_its_model(new_kernel):
+    kernel = new_kernel()
+    kernel.inject({"sampleIntervalMs": 1000})
+    comm = kernel.open_comm(1000)
+    n = len(comm.messages("inventory"))
+    cell = kernel.run(PREDICTOR_BACKEND)
+    assert cell.error is None, cell.error
+    inventory = comm.wait_for("inventory", n + 1, timeout=60)[n]
+    (model,) = inventory["models"]
+    assert model["className"] == "Wrapper"
+    assert [h["path"] for h in model["holders"]] == ["model"]
+    assert model["bytes"] == {"cpu": (64 * 64 + 64) * 4}
+    parts = {p["path"]: p for p in model["parts"]}
+    assert parts["predictor.model"]["className"] == "Backend"
+    assert model["stale"] is False
