@@ -45,6 +45,18 @@ from kernel_driver import (  # noqa: F401 -- re-exported for the test modules
 )
 
 
+def ultralytics_before(version, reason):
+    """An xfail mark (not strict) for a test that meets a known limit of Ultralytics older than
+    ``version`` (a tuple: ``(8, 3)``) where the kernel has such an Ultralytics; ``reason``
+    says what the library does there."""
+    found = kernel_version("ultralytics")
+    return pytest.mark.xfail(
+        found is not None and found < version,
+        reason=f"Ultralytics < {'.'.join(map(str, version))}: {reason}",
+        strict=False,
+    )
+
+
 def ultralytics_flops_copy():
     """An xfail mark (not strict) for a test that counts the models of a kernel where
     Ultralytics is older than 8.1: there ``YOLO(...)`` counts its FLOPs on a deepcopy of the

@@ -96,3 +96,32 @@ def test_a_predictor_backend_that_reaches_back_is_a_part_of_its_model(new_kernel
     parts = {p["path"]: p for p in model["parts"]}
     assert parts["predictor.model"]["className"] == "Backend"
     assert model["stale"] is False
+
+
+# ipykernel 7.0's get_parent, put on the kernel at hand: the shell parent from a ContextVar
+# only the kernel's own threads have set, with no fallback (7.1 and later fall back to the
+# shell's context)
+IPYKERNEL_7_0_GET_PARENT = """
+import types
+kernel = __import__("IPython").get_ipython().kernel
+kernel.get_parent = types.MethodType(lambda self, channel=None: self._shell_parent.get(), kernel)
+"""
+
+
+def test_samples_from_the_sampler_thread_still_reach_ipykernel_7_0(new_kernel):
+    kernel = new_kernel()
+    patched = kernel.execute(
+        f"exec({IPYKERNEL_7_0_GET_PARENT!r}, {{}})", silent=True, store_history=False
+    )
+    assert patched.reply["status"] == "ok"
+    kernel.inject({"sampleIntervalMs": 300})
+    comm = kernel.open_comm(300)
+    n_samples = len(comm.messages("sample"))
+    comm.wait_for("sample", n_samples + 2, timeout=30)  # the sampler thread's own sends
+    n = len(comm.messages("inventory"))
+    cell = kernel.run("x = [1]")
+    assert cell.error is None and cell.outputs == []
+    comm.wait_for("inventory", n + 1, timeout=60)  # the comm was not dropped
+    n_samples = len(comm.messages("sample"))
+    comm.wait_for("sample", n_samples + 2, timeout=30)
+    assert comm.messages("error") == []
