@@ -77,7 +77,12 @@ class Predictor:
     def __init__(self, weights):
         self.model = Backend(weights)
 
+class Trainer:
+    def __init__(self):
+        self.model = torch.nn.Linear(8, 8)
+
 model = Wrapper()
+model.trainer = Trainer()
 model.predictor = Predictor(model.model)
 """
 
@@ -96,6 +101,8 @@ def test_a_predictor_backend_that_reaches_back_is_a_part_of_its_model(new_kernel
     assert model["bytes"] == {"cpu": (64 * 64 + 64) * 4}
     parts = {p["path"]: p for p in model["parts"]}
     assert parts["predictor.model"]["className"] == "Backend"
+    # a model the wrapper reaches through a plain attribute stays its part too
+    assert parts["trainer.model"]["className"] == "Linear"
     assert model["stale"] is False
 
 

@@ -121,14 +121,18 @@ def lister(holders):
     direct = holders.direct
 
     def listed(key, hops=0):
-        start = key
-        cycle = [key]
+        chain = [key]
+        at = {key: 0}  # position in chain
         while key in via_of and hops < 100:
             key = via_of[key].key
-            if key == start:
-                homes = [k for k in cycle if k in direct]
-                return homes[0] if len(homes) == 1 else start
-            cycle.append(key)
+            if key in at:
+                # a cycle (with the start, or further on: a trainer's model under a wrapper
+                # that reaches its predictor's backend and back): its one direct member, else
+                # the member met first (listed: its own cycle leads back to it)
+                homes = [k for k in chain[at[key] :] if k in direct]
+                return homes[0] if len(homes) == 1 else key
+            at[key] = len(chain)
+            chain.append(key)
             hops += 1
         return key
 
