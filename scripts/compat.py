@@ -569,6 +569,17 @@ DEGRADES = {
 }
 
 
+# the table's column: a few words each; DEGRADES has the whole of it (docs/compat.md)
+DEGRADES_SHORT = {
+    "oldest": "FLOPs copy of each YOLO until gc; no offline switch; needs "
+    "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD to train",
+    "ipython8": "needs TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD to train; train() result not displayable",
+    "ipython9": "none left (ipykernel 7.0's thread sends: fixed in the agent)",
+    "torch213": "no torchvision, so no Ultralytics: YOLO tests skip",
+    "newest": "nothing",
+}
+
+
 def table():
     """docs/compat.md and README.md's section between the compat:kernel markers, from
     docs/compat.json."""
@@ -583,7 +594,7 @@ def table():
         if r is None:
             continue
         v = r["versions"]
-        degrades = "; ".join(DEGRADES.get(name, [])) or "nothing seen"
+        degrades = DEGRADES_SHORT.get(name) or "nothing seen"
         minutes = f"{r['suite_seconds'] / 60:.1f} min"
         rows.append(
             f"| `{name}` | {r['python']} | {v.get('ipython', '-')} | {v.get('ipykernel', '-')} "
@@ -603,6 +614,8 @@ def table():
             f"{r['setup_seconds']} s ({r['disk_mb']} MB on disk), suite {r['suite_seconds']} s, "
             f"run {r['date']}.\n"
         )
+        for degrade in DEGRADES.get(name, []):
+            details.append(f"- degrades: {degrade}")
         for note in r.get("setup_notes", []):
             details.append(f"- setup: {note}")
         for reason, count in sorted(r["skips"].items(), key=lambda kv: -kv[1]):
