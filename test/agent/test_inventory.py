@@ -2,6 +2,7 @@
 
 import pytest
 from conftest import holder_names, model_by_order, ultralytics_flops_copy
+from kernel_driver import kernel_needs
 
 # compat: version-sensitive, in the subset `make test-compat-oldest` runs (scripts/compat.py)
 pytestmark = [pytest.mark.timeout(150), pytest.mark.compat]
@@ -181,6 +182,7 @@ def test_models_reached_through_containers_closures_and_submodules(new_kernel):
     assert kernel.evaluate(n="len(Out)") == {"n": 0}
 
 
+@kernel_needs("ultralytics")
 @ultralytics_flops_copy()
 def test_clean_cell_frees_an_unnamed_cyclic_output_of_the_previous_cell(
     new_kernel, generate_clean_cell
