@@ -90,6 +90,27 @@ test-agent: $(STAMP)/venv $(STAMP)/node
 	npm run build:agent
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
+# The versions the agent meets (issue 16, kernel side): the real-kernel agent suite (test/agent)
+# with the kernel in a virtualenv of other IPython / ipykernel / torch / Ultralytics /
+# transformers versions, pytest itself in .venv (scripts/compat.py: one cached venv per
+# combination under $(STAMP)/compat, torch 2.14.1 shared from .venv, not copied).
+#   make compat                every combination in turn (about 45 min); writes docs/compat.json,
+#                              docs/compat.md and README.md's kernel-side table
+#   make test-compat-oldest    the oldest combination only (CI; the newest is test-agent):
+#                              COMPAT_SUBSET=1 (default) runs the tests marked compat (about 5 min
+#                              after a 1 min setup), COMPAT_SUBSET= the whole suite (about 10 min)
+#   COMPAT_ARGS=...            more options of scripts/compat.py (--help), e.g. NAMES for compat
+COMPAT_SUBSET ?= 1
+COMPAT_ARGS ?=
+.PHONY: compat test-compat-oldest
+compat: $(STAMP)/venv $(STAMP)/node
+	npm run build:agent
+	$(BIN)/python scripts/compat.py all $(COMPAT_ARGS)
+
+test-compat-oldest: $(STAMP)/venv $(STAMP)/node
+	npm run build:agent
+	$(BIN)/python scripts/compat.py run oldest $(if $(COMPAT_SUBSET),--subset) $(COMPAT_ARGS)
+
 test-ui: $(STAMP)/build $(STAMP)/chromium
 	source $(BIN)/activate
 	npx playwright test

@@ -24,6 +24,8 @@ agent tests' conftest.py and scripts/gpu_check.py both import it).
 
 import ast
 import base64
+import functools
+import importlib.util
 import json
 import os
 import queue
@@ -258,14 +260,106 @@ class Comm:
         return self.wait_for("inventory", before + 1, timeout)[before]
 
 
+def default_kernel_name():
+    """The kernelspec a ``Kernel()`` starts when none is named: ``GPU_HYGIENE_KERNEL`` (``make
+    compat`` sets it to one of its ``gpu-hygiene-compat-<name>`` kernels, whose folder it puts on
+    ``JUPYTER_PATH``), else ``python3`` (this process's own environment)."""
+    return os.environ.get("GPU_HYGIENE_KERNEL") or "python3"
+
+
+@functools.cache
+def _kernel_python(kernel_name):
+    """The interpreter of kernelspec ``kernel_name`` (its ``argv[0]``), or None for ``python3``
+    (jupyter_client's native kernel: this process's interpreter)."""
+    if kernel_name == "python3":
+        return None
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    return KernelSpecManager().get_kernel_spec(kernel_name).argv[0]
+
+
+@functools.cache
+def _kernel_missing(kernel_name, names):
+    python = _kernel_python(kernel_name)
+    if python is None:
+        return tuple(n for n in names if importlib.util.find_spec(n) is None)
+    probe = (
+        "import importlib.util, json, sys\n"
+        "print(json.dumps([n for n in sys.argv[1:] if importlib.util.find_spec(n) is None]))"
+    )
+    done = subprocess.run(
+        [python, "-c", probe, *names], capture_output=True, text=True, check=True, timeout=60
+    )
+    return tuple(json.loads(done.stdout))
+
+
+def kernel_missing(*names, kernel_name=None):
+    """The modules of ``names`` that the kernel's environment cannot import (tuple of str, in
+    the order given), looked up (``importlib.util.find_spec``), not imported, with the
+    kernelspec's own interpreter (``kernel_name``, default ``default_kernel_name()``; for
+    ``python3``, in this process, whose environment that kernel gets). Cached per kernel."""
+    return _kernel_missing(kernel_name or default_kernel_name(), tuple(names))
+
+
+@functools.cache
+def _kernel_versions(kernel_name, names):
+    python = _kernel_python(kernel_name)
+    probe = (
+        "import importlib.metadata as md, json, sys\n"
+        "out = {}\n"
+        "for n in sys.argv[1:]:\n"
+        "    try: out[n] = md.version(n)\n"
+        "    except md.PackageNotFoundError: pass\n"
+        "print(json.dumps(out))"
+    )
+    done = subprocess.run(
+        [python or sys.executable, "-c", probe, *names],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return json.loads(done.stdout)
+
+
+def kernel_version(name, kernel_name=None):
+    """The version (tuple of ints, the leading numeric parts: ``(8, 0, 239)``) of distribution
+    ``name`` installed for the kernel (``kernel_name``, default ``default_kernel_name()``), or
+    None where it is not installed. Cached per kernel."""
+    text = _kernel_versions(kernel_name or default_kernel_name(), (name,)).get(name)
+    if text is None:
+        return None
+    parts = []
+    for part in text.split("."):
+        digits = re.match(r"\d+", part)
+        if digits is None:
+            break
+        parts.append(int(digits.group()))
+    return tuple(parts)
+
+
+def kernel_needs(*names):
+    """A skip mark for a test that needs ``names`` importable in the kernel: the reason names
+    what is missing and the kernel it is missing from (a ``make compat`` kernel may lack
+    Ultralytics or transformers)."""
+    import pytest  # only the tests use marks; scripts import this module without pytest
+
+    missing = kernel_missing(*names)
+    return pytest.mark.skipif(
+        bool(missing),
+        reason=f"{', '.join(missing)} not importable in kernel {default_kernel_name()}",
+    )
+
+
 class Kernel:
     """A real ipykernel process and a blocking client (``Kernel()`` starts one with
     jupyter_client; ``Kernel.attach(connection_file)`` connects to a running one).
-    ``kernel_name``: the kernelspec to start (default ``python3``; the replay kernel of
+    ``kernel_name``: the kernelspec to start (default ``default_kernel_name()``: the
+    ``GPU_HYGIENE_KERNEL`` environment variable, else ``python3``; the replay kernel of
     test/ui/replay_kernel is ``gpu-hygiene-replay``, found where ``JUPYTER_PATH`` names that
     folder)."""
 
-    def __init__(self, env=None, connection_file=None, kernel_name="python3"):
+    def __init__(self, env=None, connection_file=None, kernel_name=None):
         self.comm_log = []  # comm_open / comm_msg / comm_close from IOPub, in order
         self.by_parent = {}  # parent msg_id -> [IOPub messages]
         self.idle = set()  # parent msg_ids whose 'idle' status arrived
@@ -291,7 +385,7 @@ class Kernel:
         kernel_env.update(env or {})
         from jupyter_client.manager import KernelManager  # here: test_devices runs without it
 
-        self.km = KernelManager(kernel_name=kernel_name)
+        self.km = KernelManager(kernel_name=kernel_name or default_kernel_name())
         self.km.start_kernel(env=kernel_env)
         self.kc = self.km.client()
         self.kc.start_channels()

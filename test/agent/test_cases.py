@@ -30,7 +30,7 @@ from checks import (
     sub,
     within,
 )
-from conftest import DEVICES, holder_names, model_by_order
+from conftest import DEVICES, holder_names, model_by_order, ultralytics_flops_copy
 from kernel_driver import comment_text
 
 pytestmark = pytest.mark.timeout(300)
@@ -42,6 +42,8 @@ on_both = pytest.mark.parametrize("device", DEVICES)
 # C01: re-running the model cell stacks a second YOLO instance
 
 
+@ultralytics_flops_copy()
+@pytest.mark.compat
 @on_both
 def test_c01_rerun_stacks_a_second_instance_pinned_by_out(device, session, check):
     s = session("C01")
@@ -115,6 +117,8 @@ def test_c01_rerun_stacks_a_second_instance_pinned_by_out(device, session, check
     agent_vs_truth(check, s, "C01 agent figures vs torch/NVML at the end")
 
 
+@ultralytics_flops_copy()
+@pytest.mark.compat
 @on_both
 def test_c01_control_a_model_cell_ending_with_a_semicolon(device, session, check):
     s = session("C01")
@@ -308,6 +312,8 @@ def test_c01_with_the_generated_clean_cell(device, session, check, clean_cells):
 # C03: `model = None` after looking at the model: `_`, `_N` and `Out` keep it
 
 
+@ultralytics_flops_copy()
+@pytest.mark.compat
 @on_both
 def test_c03_underscore_names_keep_the_model_after_model_none(device, session, check):
     s = session("C03")
@@ -469,6 +475,7 @@ def oom_message_rows(check, s, result):
     )
 
 
+@pytest.mark.compat
 @on_both
 def test_c05_traceback_keeps_the_activation(device, session, check):
     s = session("C05")
@@ -519,6 +526,7 @@ def test_c05_traceback_keeps_the_activation(device, session, check):
     assert "activation alive: False" in result.stdout
 
 
+@pytest.mark.compat
 @on_both
 def test_c05_generated_clean_cell_right_after_the_failure(device, session, check, clean_cells):
     # Right after the failure, IPython also keeps the exception in
@@ -556,6 +564,7 @@ def test_c05_generated_clean_cell_right_after_the_failure(device, session, check
     assert result.stdout == "activation alive: False\n"
 
 
+@pytest.mark.compat
 @on_both
 def test_c05_the_traceback_is_a_root_with_the_activation_bytes(device, session):
     s = session("C05")

@@ -23,9 +23,10 @@ import weakref
 
 import pytest
 from checks import WITHOUT_POLARS, make_dataset
-from conftest import load_agent
+from conftest import kernel_version, load_agent
 
-pytestmark = pytest.mark.timeout(400)
+# compat: version-sensitive, in the subset `make test-compat-oldest` runs (scripts/compat.py)
+pytestmark = [pytest.mark.timeout(400), pytest.mark.compat]
 
 INTERVAL_MS = 250  # the agent's shortest sample interval
 
@@ -375,9 +376,12 @@ def test_a_real_training_cell_carries_its_epochs(new_kernel, tmp_path, capsys):
     assert sorted(set(kernel.evaluate(n=PUBLIC_NAMES)["n"]) - set(before)) == ["results"]
     assert not any(m["msg_type"] == "error" for m in result.outputs)
     assert "hygiene" not in result.stdout + result.stderr
+    # Ultralytics 8.0 ends the loop on the epoch count without setting stop (8.0.239); later
+    # ones set it after the last epoch
+    stopped = (kernel_version("ultralytics") or (99,)) >= (8, 1)
     assert kernel.evaluate(e="(model.trainer.epoch, model.trainer.epochs, model.trainer.stop)")[
         "e"
-    ] == (2, 3, True)
+    ] == (2, 3, stopped)
 
     # a busy cell that does not train, the finished trainer still on the model: none
     _result, samples = cell("time.sleep(1.0)")

@@ -4,9 +4,10 @@ skipped inventory."""
 
 import pytest
 from checks import make_dataset  # the GPU check's tiny offline dataset
-from conftest import model_by_order
+from conftest import model_by_order, ultralytics_flops_copy
 
-pytestmark = pytest.mark.timeout(240)
+# compat: version-sensitive, in the subset `make test-compat-oldest` runs (scripts/compat.py)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.compat]
 
 MiB = 2**20
 
@@ -36,6 +37,7 @@ def total(by_device):
     return sum(by_device.values())
 
 
+@ultralytics_flops_copy()
 def test_a_trained_model_shows_its_trainer_ema_and_optimizer_as_parts(new_kernel, tmp_path):
     data = make_dataset(tmp_path / "data", n_train=4, n_val=2, size=64)
     kernel, comm = start(new_kernel)

@@ -16,9 +16,11 @@ from conftest import (
     decode_payload,
     encode_payload,
     install_code,
+    kernel_version,
 )
 
-pytestmark = pytest.mark.timeout(120)
+# compat: version-sensitive, in the subset `make test-compat-oldest` runs (scripts/compat.py)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.compat]
 
 # callbacks defined in the agent: its package and submodules, or 0.2.0's single module
 AGENT_HOOKS = (
@@ -257,6 +259,12 @@ def test_an_install_that_fails_leaves_nothing_but_the_load_error(new_kernel):
     assert counts["post_run_cell"] == counts["threads"] == 1 and counts["target"] is True
 
 
+@pytest.mark.xfail(
+    (7, 0) <= (kernel_version("ipykernel") or ()) < (7, 1),
+    reason="ipykernel 7.0: the 0.2.0 agent's sampler thread cannot send (comm.send raises "
+    "LookupError on the shell-parent ContextVar; the current agent takes the noted parent)",
+    strict=False,
+)
 def test_a_kernel_running_the_single_file_0_2_0_agent_is_cleanly_replaced(new_kernel):
     kernel = new_kernel()
     old_source = (OLD_AGENT / "gpu_hygiene_agent.py").read_text(encoding="utf-8")

@@ -1,9 +1,11 @@
 """Inventory of real Ultralytics models on the CPU: holders, staleness, the generated clean cell."""
 
 import pytest
-from conftest import holder_names, model_by_order
+from conftest import holder_names, model_by_order, ultralytics_flops_copy
+from kernel_driver import kernel_needs
 
-pytestmark = pytest.mark.timeout(150)
+# compat: version-sensitive, in the subset `make test-compat-oldest` runs (scripts/compat.py)
+pytestmark = [pytest.mark.timeout(150), pytest.mark.compat]
 
 MiB = 2**20
 BUILD = 'model = YOLO("yolov8n.yaml")\nmodel.to("cpu")'
@@ -26,6 +28,7 @@ def run_and_inventory(kernel, comm, code):
     return result, inventory
 
 
+@ultralytics_flops_copy()
 def test_rerun_stacks_two_yolo_models_and_the_clean_cell_frees_the_stale_one(
     new_kernel, generate_clean_cell
 ):
@@ -152,6 +155,7 @@ def test_clean_cell_without_out_keys_clears_the_traceback_and_cycles(
     assert check.stdout == "[True, True]\n"
 
 
+@ultralytics_flops_copy()
 def test_models_reached_through_containers_closures_and_submodules(new_kernel):
     kernel, comm = start(new_kernel)
     run_and_inventory(kernel, comm, "import torch\nfrom ultralytics import YOLO")
@@ -178,6 +182,8 @@ def test_models_reached_through_containers_closures_and_submodules(new_kernel):
     assert kernel.evaluate(n="len(Out)") == {"n": 0}
 
 
+@kernel_needs("ultralytics")
+@ultralytics_flops_copy()
 def test_clean_cell_frees_an_unnamed_cyclic_output_of_the_previous_cell(
     new_kernel, generate_clean_cell
 ):

@@ -18,16 +18,17 @@ them, so what the fix frees must equal the finding's bytes exactly.
 The inventories are written as ``test/fixtures/inventory_hf_trainer.json`` and
 ``inventory_lightning_trainer.json`` (``UPDATE_FIXTURES=1`` rewrites them) and compared with
 the committed ones only under the library versions they were recorded with (``PINNED``): paths
-and bytes are the library's internals. Skipped where the library is not importable here (the
-kernel gets this process's environment, ``PYTHONPATH`` included). The libraries are looked up,
-not imported, here: this process never imports torch."""
-
-import importlib.util
+and bytes are the library's internals. Skipped where the library is not importable in the
+kernel (the kernel's own interpreter is asked where ``GPU_HYGIENE_KERNEL`` names a ``make
+compat`` kernel; else this process's environment, which the kernel gets, ``PYTHONPATH``
+included). The libraries are looked up, not imported, here: this process never imports torch."""
 
 import pytest
+from kernel_driver import kernel_needs, kernel_version
 from test_trained_model import FIXTURES, check_fixture, total
 
-pytestmark = pytest.mark.timeout(300)
+# compat: version-sensitive, in the subset `make test-compat-oldest` runs (scripts/compat.py)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.compat]
 
 OFFLINE = {
     "CUDA_VISIBLE_DEVICES": "",
@@ -48,11 +49,10 @@ LIVE = (
 
 
 def needs(*names):
-    """Skip (before the fixtures compile anything) where one of ``names`` is not importable."""
-    missing = [n for n in names if importlib.util.find_spec(n) is None]
-    return pytest.mark.skipif(
-        bool(missing), reason=f"{', '.join(missing)} not importable in this environment"
-    )
+    """Skip (before the fixtures compile anything) where one of ``names`` is not importable in
+    the kernel's environment (``kernel_driver.kernel_needs``: a ``make compat`` kernel is asked
+    with its own interpreter)."""
+    return kernel_needs(*names)
 
 
 class Session:
@@ -105,6 +105,16 @@ def compare_fixture(session, path, pinned):
 # --------------------------------------------------------------------------------------------
 # Hugging Face transformers.Trainer
 
+# the trainer's path to its model: transformers 4.46 sets trainer.model_wrapped (the same model
+# until training wraps it) before trainer.model, and the walk names the first path it meets
+MODEL_PATH = (
+    "trainer.model_wrapped"
+    if (kernel_version("transformers") or (99,)) < (4, 47)
+    else "trainer.model"
+)
+# transformers 5 keeps the running loss on the trainer (``Trainer._tr_loss``, a tensor the
+# trainer alone holds); 4.x keeps it in a local of the training loop, gone when it returns
+TR_LOSS = [("trainer._tr_loss", "tensor")] if (kernel_version("transformers") or ()) >= (5,) else []
 HF_PINNED = {"torch": "2.14.1+cu130", "transformers": "5.24.0", "accelerate": "1.15.0"}
 
 HF_BUILD = """\
@@ -132,7 +142,7 @@ def test_hugging_face_trainer_is_an_owner_and_its_fixes_free_what_they_say(
     built = s.cell("built", HF_BUILD)
     # before training: the trainer holds the model and the data, both named by other variables
     assert [h["path"] for h in owner_of(built)["holds"]] == [
-        "trainer.model",
+        MODEL_PATH,
         "trainer.train_dataset",
     ]
     assert root_of(built, "trainer")["sole"] == {}
@@ -142,16 +152,16 @@ def test_hugging_face_trainer_is_an_owner_and_its_fixes_free_what_they_say(
     holds = {h["path"]: h for h in owner["holds"]}
     assert owner["className"] == "Trainer"
     assert [(h["path"], h["kind"]) for h in owner["holds"]] == [
-        ("trainer.model", "model"),
+        (MODEL_PATH, "model"),
         ("trainer.optimizer", "optimizer"),
-        ("trainer._tr_loss", "tensor"),
+        *TR_LOSS,
         ("trainer.train_dataset", "tensor"),  # found two hops further: after the others
     ]  # model_wrapped, accelerator._models, callback_handler.model: the same model, once
     model = only_model(trained)
-    assert holds["trainer.model"]["id"] == model["id"]
-    assert holds["trainer.model"]["bytes"] == model["bytes"]  # HF sets the gradients to None
+    assert holds[MODEL_PATH]["id"] == model["id"]
+    assert holds[MODEL_PATH]["bytes"] == model["bytes"]  # HF sets the gradients to None
     params = 37922 * 4
-    assert holds["trainer.model"]["parameters"] == 37922 and holds["trainer.model"]["grads"] == {}
+    assert holds[MODEL_PATH]["parameters"] == 37922 and holds[MODEL_PATH]["grads"] == {}
     # AdamW's two moments of every parameter and one 4-byte step per parameter tensor; the
     # accelerate wrapper (AcceleratedOptimizer) shares its inner optimizer's state
     assert holds["trainer.optimizer"]["className"] == "AcceleratedOptimizer"
@@ -162,8 +172,8 @@ def test_hugging_face_trainer_is_an_owner_and_its_fixes_free_what_they_say(
     # the trainer alone keeps its optimizer state and loss: what `del trainer` frees
     trainer_root = root_of(trained, "trainer")
     freed = total(trainer_root["sole"])
-    assert freed == total(holds["trainer.optimizer"]["bytes"]) + total(
-        holds["trainer._tr_loss"]["bytes"]
+    assert freed == total(holds["trainer.optimizer"]["bytes"]) + sum(
+        total(holds[path]["bytes"]) for path, _ in TR_LOSS
     )
     assert trainer_root["sharedWith"] == ["data", "model"]
 

@@ -15,7 +15,8 @@ import time
 import types
 
 import pytest
-from conftest import MODULE, load_agent
+from conftest import MODULE, load_agent, ultralytics_flops_copy
+from kernel_driver import kernel_needs
 from test_package import FakeShell
 
 torch = pytest.importorskip("torch")
@@ -230,6 +231,9 @@ KERNEL_CELLS = [
 ]
 
 
+@kernel_needs("ultralytics")
+@ultralytics_flops_copy()
+@pytest.mark.compat
 def test_each_cell_sends_the_inventory_of_a_full_recheck_in_a_kernel(new_kernel):
     kernel = new_kernel(env={"YOLO_OFFLINE": "true"})
     kernel.inject()

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.timeout(120)
+# compat: version-sensitive, in the subset `make test-compat-oldest` runs (scripts/compat.py)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.compat]
 
 INTERVAL_MS = 250
 # long enough for the sampler to take a few samples while the probe runs

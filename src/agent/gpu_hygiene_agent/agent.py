@@ -142,6 +142,7 @@ class Agent:
         """Comm target: remember the comm, apply its ``configure`` data, answer ``hello`` and
         ``inventory``."""
         try:
+            self.transport.note_parent(self.kernel)
             comm.on_msg(self.on_comm_msg)
             comm.on_close(self.on_comm_close)
             # Holding the send lock until the inventory is sent keeps the sampler's first
@@ -226,6 +227,7 @@ class Agent:
         try:
             if not user_cell(info):
                 return
+            self.transport.note_parent(self.kernel)
             self.progress.cell_started(threading.get_ident(), time.time())
             self.busy = True
             self.sampler.wake()

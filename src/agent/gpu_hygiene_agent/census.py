@@ -112,15 +112,27 @@ def lister(holders):
     """``listed(key)``: the listed model a top belongs to (its own id when it is listed). A
     top that some root reaches through another model's plain attributes is that model's part,
     also when a root names it directly (``ema = model.trainer.ema.ema``: ``ema`` is a holder of
-    the part, not a second model); two models that reach each other both stay listed."""
+    the part, not a second model). Models that reach each other (a cycle of ``via_of``) are
+    one model where exactly one of them is reached by a root not through another model
+    (``direct``): that one is listed, the others are its parts (Ultralytics 8.1-8.2's
+    predictor: ``model.predictor.model`` is an ``AutoBackend`` that registers the wrapper's own
+    network and keeps it as its plain attribute ``weights`` too); else they all stay listed."""
     via_of = holders.via_of
+    direct = holders.direct
 
     def listed(key, hops=0):
-        start = key
+        chain = [key]
+        at = {key: 0}  # position in chain
         while key in via_of and hops < 100:
             key = via_of[key].key
-            if key == start:
-                return start
+            if key in at:
+                # a cycle (with the start, or further on: a trainer's model under a wrapper
+                # that reaches its predictor's backend and back): its one direct member, else
+                # the member met first (listed: its own cycle leads back to it)
+                homes = [k for k in chain[at[key] :] if k in direct]
+                return homes[0] if len(homes) == 1 else key
+            at[key] = len(chain)
+            chain.append(key)
             hops += 1
         return key
 

@@ -5,7 +5,7 @@ import sys
 
 from . import roots
 from .storage import bytes_by_device, storage_of
-from .util import describe, short
+from .util import describe, frame_name, short
 
 
 def walk_last_error(shell, walker, found_roots, optimizer_type):
@@ -19,7 +19,7 @@ def walk_last_error(shell, walker, found_roots, optimizer_type):
     total = {}
     frame_entries = []
     for frame in frames:
-        name = frame.f_code.co_name
+        name = frame_name(frame.f_code)
         found = walker.reach(frame, storage_of, optimizer_type)
         found_roots.append(("traceback", f"last traceback ({name})", found))
         storages = {key: value.nbytes for key, value in found.storages.items()}
@@ -31,7 +31,7 @@ def walk_last_error(shell, walker, found_roots, optimizer_type):
                 "tensors": len(storages),
             }
         )
-    innermost = frames[-1].f_code.co_name if frames else "exception"
+    innermost = frame_name(frames[-1].f_code) if frames else "exception"
     for exc in excs:
         found = walker.reach(exc, storage_of, optimizer_type)
         found_roots.append(("traceback", f"last traceback ({innermost})", found))

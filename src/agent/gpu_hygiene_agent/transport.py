@@ -2,6 +2,7 @@
 sampler thread, and ``error`` messages sent once per comm (kept until a comm opens)."""
 
 import contextlib
+import contextvars
 import threading
 
 from .limits import MAX_PENDING_ERRORS, PROTOCOL
@@ -24,10 +25,39 @@ class Transport:
         self.sent_errors = {}  # comm_id -> set of (where, message)
         self.pending_errors = []  # (where, message) not yet seen by any comm
         self.send_lock = threading.RLock()
+        self.parent = None  # the kernel's shell parent when the main thread last noted it
+
+    def note_parent(self, kernel):
+        """Remember the shell request ``kernel`` is handling (main thread: a cell's hooks, a
+        comm open), for ``send`` from the sampler thread."""
+        with contextlib.suppress(Exception):
+            parent = kernel.get_parent()
+            if isinstance(parent, dict):
+                self.parent = parent
 
     def send(self, comm, payload):
+        """``comm.send(payload)`` under the send lock. ipykernel 7.0 reads the parent header of
+        every message from a ContextVar that only its own threads have set (7.1 falls back to
+        the shell's context): from the sampler thread ``comm.send`` raises LookupError there.
+        The thread then takes the parent the main thread noted last (``note_parent``; as
+        ipykernel 6 and 7.1 do) and sends again."""
         with self.send_lock:
-            comm.send(payload)
+            try:
+                comm.send(payload)
+            except LookupError:
+                if not self._adopt_parent(comm):
+                    raise
+                comm.send(payload)
+
+    def _adopt_parent(self, comm):
+        """Set, in this thread's context only, ipykernel 7.0's shell-parent ContextVar to the
+        parent noted last ({} before any); False where the kernel keeps no such variable."""
+        kernel = getattr(comm, "kernel", None)
+        variable = getattr(kernel, "_shell_parent", None) if kernel is not None else None
+        if not isinstance(variable, contextvars.ContextVar):
+            return False
+        variable.set(self.parent if self.parent is not None else {})
+        return True
 
     def add(self, comm):
         """Let broadcasts and errors reach ``comm`` (after its ``hello`` was sent)."""

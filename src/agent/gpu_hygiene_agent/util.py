@@ -48,6 +48,22 @@ def short(value, limit=MAX_TEXT):
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
+def frame_name(code):
+    """The name a traceback frame is shown under (str): its code's ``co_name``, except that a
+    cell's top level reads ``<module>`` on every IPython. IPython 7.33-7.34 renames each cell's
+    code object ``<cell line: N>`` (``InteractiveShell._update_code_co_name``, for debugpy's
+    cache); 8.0 and later keep ``<module>``."""
+    try:
+        name = code.co_name
+    except Exception:
+        return "?"
+    if type(name) is not str:
+        return "?"
+    if name.startswith("<cell line: ") and name.endswith(">") and name[12:-1].isdigit():
+        return "<module>"
+    return name
+
+
 def vars_of(obj):
     """The instance ``__dict__`` of ``obj`` without running its class's attribute hooks
     (dict, or an empty dict when it has none)."""
