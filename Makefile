@@ -159,6 +159,7 @@ test: $(STAMP)/build $(STAMP)/chromium
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory test-unit
 	$(MAKE) --no-print-directory test-agent
+	$(MAKE) --no-print-directory test-compat-oldest
 	$(MAKE) --no-print-directory test-ui
 	$(MAKE) --no-print-directory test-gateway
 	$(MAKE) --no-print-directory test-notebook7
