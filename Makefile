@@ -86,9 +86,15 @@ lint: $(STAMP)/venv $(STAMP)/node
 test-unit: $(STAMP)/node $(STAMP)/venv
 	npm test
 
+# The real-kernel tests run in PYTEST_WORKERS processes (pytest-xdist; each test starts its own
+# kernel, so they are independent); worksteal hands a finished worker the next test of a slow one's
+# share (the two 60-second busy cells of test_busy_cell.py end on different workers).
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL := $(if $(filter-out 0 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist worksteal)
+
 test-agent: $(STAMP)/venv $(STAMP)/node
 	npm run build:agent
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_PARALLEL)
 
 # The versions the agent meets (issue 16, kernel side): the real-kernel agent suite (test/agent)
 # with the kernel in a virtualenv of other IPython / ipykernel / torch / Ultralytics /
@@ -109,7 +115,13 @@ compat: $(STAMP)/venv $(STAMP)/node
 
 test-compat-oldest: $(STAMP)/venv $(STAMP)/node
 	npm run build:agent
-	$(BIN)/python scripts/compat.py run oldest $(if $(COMPAT_SUBSET),--subset) $(COMPAT_ARGS)
+	$(BIN)/python scripts/compat.py run oldest $(if $(COMPAT_SUBSET),--subset \
+		$(if $(PYTEST_PARALLEL),--pytest-args "$(PYTEST_PARALLEL)")) $(COMPAT_ARGS)
+
+# The oldest kernel's venv alone (scripts/compat.py setup: cached under $(STAMP)/compat).
+.PHONY: compat-setup-oldest
+compat-setup-oldest: $(STAMP)/venv
+	$(BIN)/python scripts/compat.py setup oldest
 
 test-ui: $(STAMP)/build $(STAMP)/chromium
 	source $(BIN)/activate
@@ -155,15 +167,44 @@ test-floor: $(STAMP)/floor $(STAMP)/floor-types $(STAMP)/chromium
 		python -m pytest -q -p no:cacheprovider test/floor
 	npx playwright test -c playwright.floor.config.js
 
-test: $(STAMP)/build $(STAMP)/chromium
-	$(MAKE) --no-print-directory lint
-	$(MAKE) --no-print-directory test-unit
-	$(MAKE) --no-print-directory test-agent
-	$(MAKE) --no-print-directory test-compat-oldest
-	$(MAKE) --no-print-directory test-ui
-	$(MAKE) --no-print-directory test-gateway
-	$(MAKE) --no-print-directory test-notebook7
-	$(MAKE) --no-print-directory test-floor
+# make test: set-up, then each stage in turn, every one timed; the table of times is printed at
+# the end, also when a stage fails (and kept in $(STAMP)/test-times.txt). The two venvs that only
+# later stages need (the oldest kernel's, the floor's: mostly downloads and unpacking) are made in
+# the background while lint, jest and the agent tests run; their stage waits for them.
+TEST_STAGES := lint test-unit test-agent test-compat-oldest test-ui test-gateway test-notebook7 test-floor
+test:
+	mkdir -p $(STAMP)
+	times=$(STAMP)/test-times.txt
+	: > $$times
+	t_all=$$(date +%s)
+	report() {
+		rc=$$?
+		printf '\n%-22s %8s\n' "make test stage" "seconds" | tee $$times.tmp
+		cat $$times | tee -a $$times.tmp
+		printf '%-22s %8s\n' "total" "$$(( $$(date +%s) - t_all ))" | tee -a $$times.tmp
+		mv $$times.tmp $$times
+		# a stage failed before the background set-up was waited for: let it end (no orphans)
+		[ -z "$${bg:-}" ] || wait $$bg 2>/dev/null || true
+		exit $$rc
+	}
+	trap report EXIT
+	stage() {
+		local name=$$1 t0=$$(date +%s); shift
+		"$$@" || { printf '%-22s %8s  FAILED\n' "$$name" "$$(( $$(date +%s) - t0 ))" >> $$times; return 1; }
+		printf '%-22s %8s\n' "$$name" "$$(( $$(date +%s) - t0 ))" >> $$times
+	}
+	stage setup $(MAKE) --no-print-directory $(STAMP)/build $(STAMP)/chromium
+	( $(MAKE) --no-print-directory compat-setup-oldest $(STAMP)/floor $(STAMP)/floor-types \
+		> $(STAMP)/test-background.log 2>&1 ) &
+	bg=$$!
+	for s in $(TEST_STAGES); do
+		if [ "$$s" = test-compat-oldest ]; then
+			if ! wait $$bg; then bg=; cat $(STAMP)/test-background.log; exit 1; fi
+			bg=
+			printf '%-22s %8s\n' "(background set-up)" "done" >> $$times
+		fi
+		stage $$s $(MAKE) --no-print-directory $$s
+	done
 
 # Translations (zh_CN), with JupyterLab's own tool chain, jupyterlab-translate (PyPI; installed into
 # .make/i18n-tools, not into .venv, for this target only): extract every trans.__/_n/_p string of

@@ -94,6 +94,14 @@ RUN = _Run()
 # figures
 
 
+def worker_dir(name):
+    """A folder under ``.make`` of this pytest process's own (``name``, suffixed with the xdist
+    worker's id where pytest-xdist runs the tests in several processes), so that workers never
+    compile into one another's output."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return kd.ROOT / ".make" / (f"{name}-{worker}" if worker else name)
+
+
 def mib(value, digits=2):
     if value is None:
         return "None"
@@ -758,7 +766,7 @@ class CleanCells:
             self.describe = f"pre-generated cells read from {self.dir}"
             RUN.clean_cells = self.describe
             return
-        module = cleanup_js or kd.compile_cleanup(compile_dir or kd.ROOT / ".make" / "pytest-ts")
+        module = cleanup_js or kd.compile_cleanup(compile_dir or worker_dir("pytest-ts"))
         node = node or "node"
         node_version = subprocess.run(
             [node, "--version"], capture_output=True, text=True, check=True

@@ -141,7 +141,7 @@ def generate_clean_cell():
     inventory message as the agent sent it, so these tests execute exactly the code the
     extension inserts (no Python copy of the generator).
     """
-    return clean_cell_generator(compile_cleanup(ROOT / ".make" / "pytest-ts"))
+    return clean_cell_generator(compile_cleanup(checks.worker_dir("pytest-ts")))
 
 
 @pytest.fixture(scope="session")
@@ -158,7 +158,7 @@ def browser_cells(request):
     if given:
         folder = Path(given).resolve().parent
     elif (ROOT / "node_modules" / ".bin" / "tsc").exists():
-        folder = compile_cleanup(ROOT / ".make" / "pytest-ts-cells").parent
+        folder = compile_cleanup(checks.worker_dir("pytest-ts-cells")).parent
     else:
         pytest.skip("the project's tsc or --cleanup-js is needed for the browser's cells")
 
