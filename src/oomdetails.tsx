@@ -8,9 +8,9 @@
 import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
 import { formatBytes } from './analysis/format';
-import type { IOomKernels } from './analysis/gpuprocesses';
-import { describeHolder, oomHolders } from './analysis/oom';
-import { oomAdvice } from './analysis/oomadvice';
+import type { IOomKernels } from './analysis/processes/gpu-processes';
+import { describeHolder, oomHolders } from './analysis/oom/oom-diagnosis';
+import { oomAdvice } from './analysis/oom/oom-advice';
 import type { IOom } from './protocol';
 // Its tables are styled as the VRAM panel's: loaded with the dialog.
 import '../style/panel.css';

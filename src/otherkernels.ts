@@ -11,7 +11,7 @@ import {
   IOomKernels,
   joinGpuProcesses,
   oomIdleKernels
-} from './analysis/gpuprocesses';
+} from './analysis/processes/gpu-processes';
 import type { GpuKernelModel } from './model';
 import type { IOom } from './protocol';
 import type { IGpuMonitor } from './tokens';

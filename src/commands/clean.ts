@@ -46,7 +46,7 @@ export function addCleanCommand(ctx: ICommandContext): void {
       }
       // the cell's generator loads with the first cell it writes
       const { generateCleanCell, planClean } =
-        await import('../analysis/cleanup');
+        await import('../analysis/codegen/clean-cell');
       await ctx.insert(panel, generateCleanCell(planClean(model.inventory)));
     }
   });

@@ -8,7 +8,7 @@ import {
   baseName,
   kernelStateLabel,
   notebookOf
-} from '../analysis/gpuprocesses';
+} from '../analysis/processes/gpu-processes';
 import { kernelOnGpu } from '../otherkernels';
 import type { IServerKernel } from '../serverkernels';
 import type { ICommandContext } from './context';

@@ -6,7 +6,7 @@
 import { Notification } from '@jupyterlab/apputils';
 import type { NotebookPanel } from '@jupyterlab/notebook';
 import { formatBytes, sumBytes } from '../analysis/format';
-import { deletableNames } from '../analysis/holders';
+import { deletableNames } from '../analysis/memory/holders';
 import { isPythonIdentifier } from '../analysis/python';
 import { CLEAN_ACTION } from '../actioncells';
 import type { GpuKernelModel } from '../model';
@@ -89,7 +89,7 @@ function addFreeModel(ctx: ICommandContext): void {
         return;
       }
       const { generateCleanCell, planClean } =
-        await import('../analysis/cleanup');
+        await import('../analysis/codegen/clean-cell');
       const code = generateCleanCell(
         planClean(inventory, { modelId: info.id })
       );
@@ -158,7 +158,7 @@ function addDeleteModel(ctx: ICommandContext): void {
         return false;
       }
       const { generateCleanCell, planClean } =
-        await import('../analysis/cleanup');
+        await import('../analysis/codegen/clean-cell');
       const code = generateCleanCell(
         planClean(inventory, { modelId: info.id, deleteNames: names })
       );

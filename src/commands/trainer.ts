@@ -3,12 +3,15 @@
  * whose model.train() has finished, freeing the trainer's copies and state.
  */
 import { formatBytes, sumBytes } from '../analysis/format';
-import { deletableNames } from '../analysis/holders';
+import { deletableNames } from '../analysis/memory/holders';
 import {
   describeHoldings,
   finishedTrainerOwner
 } from '../analysis/findings/model-parts';
-import { generateDropTrainerCell, holdingLabels } from '../analysis/trainer';
+import {
+  generateDropTrainerCell,
+  holdingLabels
+} from '../analysis/codegen/drop-trainer-cell';
 import type { IModelInfo, IPart } from '../protocol';
 import { CommandIDs } from '../tokens';
 import { dropTrainerArgs } from './args';

@@ -7,7 +7,7 @@ import {
   generateDropWorkersCell,
   workersToDrop,
   type IWorkersToDrop
-} from '../analysis/workers';
+} from '../analysis/codegen/drop-workers-cell';
 import { CommandIDs } from '../tokens';
 import { workersArgs } from './args';
 import type { ICommandContext } from './context';

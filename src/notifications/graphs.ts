@@ -13,7 +13,7 @@ import {
   graphsToWarn,
   GRAPH_WARN_BYTES,
   IGraphRow
-} from '../analysis/graphs';
+} from '../analysis/memory/graph-holders';
 import type { IInventory } from '../protocol';
 import type { GpuKernelModel } from '../model';
 import type { IGpuSettings } from '../tokens';

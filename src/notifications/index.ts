@@ -43,7 +43,7 @@ import type { IToastRule, RuleResult, ToastRuleFactory } from './rule';
 import { stackedRule } from './stacked';
 import { ToastBook } from './toasts';
 
-export { findLeak } from '../analysis/leak';
+export { findLeak } from '../analysis/memory/leak';
 export {
   describeCleaned,
   describeGraphHolder,

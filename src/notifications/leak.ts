@@ -10,9 +10,9 @@
  * Setting: `warnOnLeak` (and `leakMinPoints`, `leakMinR2`).
  */
 import { factsOf, findings } from '../analysis/findings';
-import { nextExecutionCount } from '../analysis/cells';
-import { findLeak, leakHolder } from '../analysis/leak';
-import { projectFull } from '../analysis/projection';
+import { nextExecutionCount } from '../analysis/cells/cell-history';
+import { findLeak, leakHolder } from '../analysis/memory/leak';
+import { projectFull } from '../analysis/memory/projection';
 import type { GpuKernelModel } from '../model';
 import type { IGpuSettings } from '../tokens';
 import type { IRuleContext, IToastRule, RuleResult } from './rule';

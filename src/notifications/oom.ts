@@ -5,7 +5,7 @@
  * toast says so and offers to shut the largest one down first. Setting:
  * `warnOnOutOfMemory`.
  */
-import { describeOom } from '../analysis/oom';
+import { describeOom } from '../analysis/oom/oom-diagnosis';
 import { oomKernelsOf } from '../otherkernels';
 import type { IRuleContext, IToastRule } from './rule';
 

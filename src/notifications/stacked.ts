@@ -17,13 +17,13 @@
  * none for an older instance below `toastMinMiB`.
  */
 import { sumBytes } from '../analysis/format';
-import { modelAndParts } from '../analysis/findings/models';
-import { deletableNames } from '../analysis/holders';
+import { modelAndParts } from '../analysis/findings/user-models';
+import { deletableNames } from '../analysis/memory/holders';
 import {
   findStackedModels,
   IStackedGroup,
   stackingSignature
-} from '../analysis/stacking';
+} from '../analysis/memory/stacking';
 import type { GpuKernelModel } from '../model';
 import type { IInventory, IModelInfo } from '../protocol';
 import type { IGpuSettings } from '../tokens';

@@ -21,7 +21,7 @@ import {
   XAxis,
   YAxis
 } from 'recharts';
-import { downsampleMinMax } from '../analysis/downsample';
+import { downsampleMinMax } from '../analysis/memory/downsample';
 import { formatBytes, formatTimeLeft } from '../analysis/format';
 import { ChartRow, ICellMarker, SERIES, SeriesKey } from './data';
 import type { IEpochMark, IProjectionLine } from './projection';

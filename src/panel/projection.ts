@@ -4,7 +4,7 @@
  * floor at the fitted rate, to where the GPU is full) and a mark at each
  * epoch of a training the agent follows (`sample.progress`).
  */
-import type { IProjection } from '../analysis/projection';
+import type { IProjection } from '../analysis/memory/projection';
 
 /** A point of the chart: seconds since the epoch, bytes. */
 export interface IChartPoint {

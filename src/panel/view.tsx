@@ -11,8 +11,8 @@ import { fixCommand, IFinding } from '../analysis/findings';
 import {
   DEFAULT_GPU_PROCESS_SORT,
   IGpuProcessSort
-} from '../analysis/gpuprocesses';
-import { DEFAULT_HOLDER_SORT, IHolderSort } from '../analysis/holders';
+} from '../analysis/processes/gpu-processes';
+import { DEFAULT_HOLDER_SORT, IHolderSort } from '../analysis/memory/holders';
 import type { GpuKernelModel } from '../model';
 import { gpuProcessesOf } from '../otherkernels';
 import { CommandIDs, IGpuMonitor, IGpuSettings } from '../tokens';

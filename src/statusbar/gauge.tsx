@@ -10,7 +10,10 @@ import type { TranslationBundle } from '@jupyterlab/translation';
 import { VDomModel, VDomRenderer } from '@jupyterlab/ui-components';
 import type { CommandRegistry } from '@lumino/commands';
 import React from 'react';
-import { loadedFindings, loadFindings } from '../analysis/findings/loader';
+import {
+  loadedFindings,
+  loadFindings
+} from '../analysis/findings/rules-loader';
 import type { GpuKernelModel } from '../model';
 import { gpuProcessesOf } from '../otherkernels';
 import { CommandIDs, IGpuMonitor } from '../tokens';

@@ -46,12 +46,12 @@ const { parseServerKernels } = compiled('serverkernels-schema.js');
 const { GpuKernelModel } = compiled('model.js');
 const { DEFAULT_SETTINGS } = compiled('tokens.js');
 const { deviceKey, DEFAULT_GPU_PROCESS_SORT } = compiled(
-  'analysis/gpuprocesses.js'
+  'analysis/processes/gpu-processes.js'
 );
 const { gpuProcessesOf } = compiled('otherkernels.js');
 const { gaugeState } = compiled('statusbar/state.js');
 // the findings' rules are a lazy chunk in the app; the gauge shows them once loaded
-const { loadFindings } = compiled('analysis/findings/loader.js');
+const { loadFindings } = compiled('analysis/findings/rules-loader.js');
 const { GpuProcessesTable } = compiled('panel/tables/gpuprocesses.js');
 const React = fromRoot('react');
 const { renderToStaticMarkup } = fromRoot('react-dom/server');

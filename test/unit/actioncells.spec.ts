@@ -12,7 +12,10 @@ import {
   placeActionCell,
   replaceableCells
 } from '../../src/actioncells';
-import { generateCleanCell, planClean } from '../../src/analysis/cleanup';
+import {
+  generateCleanCell,
+  planClean
+} from '../../src/analysis/codegen/clean-cell';
 import { insertCleanCell } from '../../src/commands';
 import { c01Inventory } from './fixtures';
 import { cellsOf, notebookOf, panelOf, quietYjs } from './notebooks';

@@ -1,4 +1,8 @@
-import { cellMark, cellRows, ICellMark } from '../../src/analysis/cells';
+import {
+  cellMark,
+  cellRows,
+  ICellMark
+} from '../../src/analysis/cells/cell-history';
 import type { ISample } from '../../src/protocol';
 import { c01Inventory, yolo } from './fixtures';
 

@@ -9,7 +9,7 @@ import {
   generateCleanCell,
   MAX_CELL_LINES,
   type ICleanPlan
-} from '../../src/analysis/cleanup';
+} from '../../src/analysis/codegen/clean-cell';
 import { CLEAN_MARKER } from '../../src/protocol';
 import { representativePlans } from './cleanplans';
 

@@ -8,7 +8,10 @@
  * inventories at the agent's bounds. The cell-shape test
  * (`clean-cell-shape.spec.ts`) runs the generator over all of them.
  */
-import { planClean, type ICleanPlan } from '../../src/analysis/cleanup';
+import {
+  planClean,
+  type ICleanPlan
+} from '../../src/analysis/codegen/clean-cell';
 import type { IInventory, IModelInfo, IRootBytes } from '../../src/protocol';
 import afterTraining from '../fixtures/inventory_after_training.json';
 import handTrainer from '../fixtures/inventory_hand_trainer.json';

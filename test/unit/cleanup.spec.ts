@@ -5,7 +5,7 @@ import {
   generateCleanCell,
   isPythonIdentifier,
   planClean
-} from '../../src/analysis/cleanup';
+} from '../../src/analysis/codegen/clean-cell';
 import { CLEAN_MARKER } from '../../src/protocol';
 import { c01Inventory, yolo } from './fixtures';
 

@@ -9,7 +9,7 @@ import {
   kernelLabel,
   oomIdleKernels,
   processesOnDevice
-} from '../../src/analysis/gpuprocesses';
+} from '../../src/analysis/processes/gpu-processes';
 import { formatIdle } from '../../src/analysis/format';
 import {
   gpuProcess,

@@ -7,7 +7,7 @@ import {
   GRAPH_WARN_BYTES,
   graphRows,
   graphsToWarn
-} from '../../src/analysis/graphs';
+} from '../../src/analysis/memory/graph-holders';
 import { GpuKernelModel } from '../../src/model';
 import { describeGraphHolder, GpuNotifier } from '../../src/notifications';
 import type { IGraphHolder, IInventory } from '../../src/protocol';

@@ -13,8 +13,8 @@ import {
   DEFAULT_GPU_PROCESS_SORT,
   IGpuProcessesJoin,
   joinGpuProcesses
-} from '../../src/analysis/gpuprocesses';
-import { DEFAULT_HOLDER_SORT } from '../../src/analysis/holders';
+} from '../../src/analysis/processes/gpu-processes';
+import { DEFAULT_HOLDER_SORT } from '../../src/analysis/memory/holders';
 import { gpuProcessesOf } from '../../src/otherkernels';
 import { panelData } from '../../src/panel/data';
 import { GpuProcessesTable } from '../../src/panel/tables/gpuprocesses';

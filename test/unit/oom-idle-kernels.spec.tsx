@@ -8,7 +8,7 @@ import { nullTranslator } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
 import { fireEvent, render } from '@testing-library/react';
 import React from 'react';
-import { oomAdvice } from '../../src/analysis/oomadvice';
+import { oomAdvice } from '../../src/analysis/oom/oom-advice';
 import { GpuNotifier } from '../../src/notifications';
 import { OomDetails } from '../../src/oomdetails';
 import { oomKernelsOf } from '../../src/otherkernels';

@@ -11,12 +11,12 @@ import { RootsTable } from '../../src/panel/tables/roots';
 import { TensorsTable } from '../../src/panel/tables/tensors';
 import { TrendSummary } from '../../src/panel/trend';
 import { noGpuCause, PanelContent } from '../../src/panel/view';
-import { graphRows } from '../../src/analysis/graphs';
+import { graphRows } from '../../src/analysis/memory/graph-holders';
 import {
   DEFAULT_HOLDER_SORT,
   holderRows,
   rootsSummary
-} from '../../src/analysis/holders';
+} from '../../src/analysis/memory/holders';
 import { DEFAULT_SETTINGS } from '../../src/tokens';
 import {
   c01Inventory,

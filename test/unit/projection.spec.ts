@@ -1,12 +1,12 @@
 import { nullTranslator } from '@jupyterlab/translation';
-import { nextExecutionCount } from '../../src/analysis/cells';
+import { nextExecutionCount } from '../../src/analysis/cells/cell-history';
 import { formatTimeLeft } from '../../src/analysis/format';
 import {
   PROJECTION_HORIZON_S,
   projectFull,
   roomOf
-} from '../../src/analysis/projection';
-import type { ILeakTrend } from '../../src/analysis/trend';
+} from '../../src/analysis/memory/projection';
+import type { ILeakTrend } from '../../src/analysis/memory/leak-trend';
 import { describeLeak } from '../../src/notifications/text';
 import { epochMarks, projectionLine } from '../../src/panel/projection';
 import type { IDeviceSample, ISample } from '../../src/protocol';

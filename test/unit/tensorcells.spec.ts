@@ -3,7 +3,7 @@ import {
   generateDeleteVariableCell,
   generateMoveToCpuCell,
   MOVE_MARKER
-} from '../../src/analysis/tensorcells';
+} from '../../src/analysis/codegen/tensor-cells';
 import { fixCommand, fixLabel } from '../../src/analysis/findings';
 import { CommandIDs } from '../../src/tokens';
 import { trans } from './findings/helpers';

@@ -4,7 +4,7 @@ import {
   DROP_TRAINER_MARKER,
   generateDropTrainerCell,
   holdingLabels
-} from '../../src/analysis/trainer';
+} from '../../src/analysis/codegen/drop-trainer-cell';
 
 const MiB = 2 ** 20;
 

@@ -1,5 +1,9 @@
-import type { ICellRow } from '../../src/analysis/cells';
-import { detectSteadyRise, fitLine, leakTrend } from '../../src/analysis/trend';
+import type { ICellRow } from '../../src/analysis/cells/cell-history';
+import {
+  detectSteadyRise,
+  fitLine,
+  leakTrend
+} from '../../src/analysis/memory/leak-trend';
 import type { ISample } from '../../src/protocol';
 
 const MiB = 2 ** 20;

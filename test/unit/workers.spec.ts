@@ -2,7 +2,7 @@ import {
   DROP_WORKERS_MARKER,
   generateDropWorkersCell,
   workersToDrop
-} from '../../src/analysis/workers';
+} from '../../src/analysis/codegen/drop-workers-cell';
 import type { IInventory } from '../../src/protocol';
 import { c01Inventory } from './fixtures';
 

@@ -8,7 +8,11 @@
  * (`notifications/graphs.ts`).
  */
 import { formatBytes } from '../format';
-import { GRAPH_FIX_MIN_BYTES, graphRows, GRAPH_WARN_BYTES } from '../graphs';
+import {
+  GRAPH_FIX_MIN_BYTES,
+  graphRows,
+  GRAPH_WARN_BYTES
+} from '../memory/graph-holders';
 import type { FindingRule, IFinding } from './types';
 
 /** The graph-holder rule: one finding per graph holder. */

@@ -35,7 +35,7 @@ export type {
   IFinding,
   PerDevice
 } from './types';
-export { userModels } from './models';
+export { userModels } from './user-models';
 
 /** The finding rules, one per kind. */
 export const FINDING_RULES: ReadonlyArray<FindingRule> = [

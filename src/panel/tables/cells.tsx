@@ -1,20 +1,20 @@
 /**
  * The per-cell table: one row per execution with its duration, PyTorch's
  * allocated delta and peak (GPU kernels only) and the models the cell
- * created, from the rows `cellRows` (src/analysis/cells.ts) computes; under
+ * created, from the rows `cellRows` (src/analysis/cells/cell-history.ts) computes; under
  * a cell that trained an Ultralytics model, a line with its epochs and the
- * peak per epoch (`cellEpochs`, src/analysis/epochs.ts). Pure: renders its
+ * peak per epoch (`cellEpochs`, src/analysis/cells/epochs.ts). Pure: renders its
  * props.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
-import type { ICellRow } from '../../analysis/cells';
+import type { ICellRow } from '../../analysis/cells/cell-history';
 import {
   ICellEpochs,
   IEpochPeak,
   ITrainingEpochs,
   sawAllEpochs
-} from '../../analysis/epochs';
+} from '../../analysis/cells/epochs';
 import {
   formatBytes,
   formatDelta,

@@ -3,7 +3,7 @@
  * shows, with its VRAM; for a kernel of this server its notebook (a link
  * that opens it), state, idle time and Shut down kernel…; for another
  * process its name, user and command line. From the join
- * `joinGpuProcesses` (src/analysis/gpuprocesses.ts) computes. Pure: renders
+ * `joinGpuProcesses` (src/analysis/processes/gpu-processes.ts) computes. Pure: renders
  * its props and reports clicks through callbacks.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
@@ -21,7 +21,7 @@ import {
   kernelName,
   kernelStateLabel,
   processesOnDevice
-} from '../../analysis/gpuprocesses';
+} from '../../analysis/processes/gpu-processes';
 import type { ServerKernelsState } from '../../serverkernels';
 import { EmptyState, SortHeader } from './common';
 

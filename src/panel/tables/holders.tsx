@@ -2,13 +2,17 @@
  * The "who holds VRAM" table: one row per live model (the holder paths that
  * keep it alive, its size, named or stale, and the Free / Delete… actions),
  * each followed by the rows of its parts (model copies, optimizer state,
- * tensors), from the rows `holderRows` (src/analysis/holders.ts) computes.
+ * tensors), from the rows `holderRows` (src/analysis/memory/holders.ts) computes.
  * Pure: renders its props and reports clicks through callbacks.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
 import { formatBytes, formatPlacement } from '../../analysis/format';
-import type { IHolderRow, IHolderSort, IPartRow } from '../../analysis/holders';
+import type {
+  IHolderRow,
+  IHolderSort,
+  IPartRow
+} from '../../analysis/memory/holders';
 import { EmptyState, Identifier, IdentifierList, SortHeader } from './common';
 
 /** Holder paths shown in a row's first cell before `+n`. */

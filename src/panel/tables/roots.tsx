@@ -1,13 +1,13 @@
 /**
  * The roots table: who holds the bytes, one row per root (a variable, the
  * output cache, the last traceback, nothing named), an "unattributed" row
- * and the total, from the summary `rootsSummary` (src/analysis/holders.ts)
+ * and the total, from the summary `rootsSummary` (src/analysis/memory/holders.ts)
  * computes. Pure: renders its props.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
 import { formatBytes, formatPlacement } from '../../analysis/format';
-import type { IRootsSummary } from '../../analysis/holders';
+import type { IRootsSummary } from '../../analysis/memory/holders';
 import type { RootKind } from '../../protocol';
 import { Identifier } from './common';
 

@@ -6,7 +6,7 @@
 import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
 import { formatBytes } from '../../analysis/format';
-import { formatShape } from '../../analysis/holders';
+import { formatShape } from '../../analysis/memory/holders';
 import type { ITensorInfo } from '../../protocol';
 import { Identifier } from './common';
 

@@ -7,8 +7,8 @@
  * and terminates those that do not exit) and deletes the variable. Works
  * without the extension; safe to re-run.
  */
-import type { IInventory } from '../protocol';
-import { commentSafe, isPythonIdentifier } from './python';
+import type { IInventory } from '../../protocol';
+import { commentSafe, isPythonIdentifier } from '../python';
 
 /** `text` as `# ` comment lines of at most 79 columns (one line, cut, per long word). */
 function commentLines(text: string): string[] {

@@ -5,9 +5,9 @@
  * re-run, that end without a bare expression (nothing pinned in the output
  * cache); only a Python identifier ever reaches code.
  */
-import { commentSafe, isPythonIdentifier } from './python';
-import { formatPlacement } from './format';
-import type { PerDevice } from './findings/types';
+import { commentSafe, isPythonIdentifier } from '../python';
+import { formatPlacement } from '../format';
+import type { PerDevice } from '../findings/types';
 
 /** First line of the move-to-CPU cell. */
 export const MOVE_MARKER = '# gpu-hygiene: move_to_cpu';

@@ -11,10 +11,10 @@ import type {
   IRootBytes,
   ITensorInfo,
   RootKind
-} from '../protocol';
-import { isPythonIdentifier } from './python';
-import { isCudaDevice, sumBytes } from './format';
-import { namesModel, ownerCopies, userModels } from './findings/models';
+} from '../../protocol';
+import { isPythonIdentifier } from '../python';
+import { isCudaDevice, sumBytes } from '../format';
+import { namesModel, ownerCopies, userModels } from '../findings/user-models';
 import { holderNames, holderPaths } from './stacking';
 
 /** A part of a model (`trainer.ema.ema`, `trainer.optimizer`) for display. */

@@ -11,9 +11,9 @@
  * listed in the VRAM panel: a few scalar losses with tiny graphs are common
  * and harmless, and the leak trend flags a steady climb of any size.
  */
-import type { IGraphHolder, IInventory } from '../protocol';
-import { commentSafe, isPythonIdentifier } from './python';
-import { formatBytes, isCudaDevice, sumBytes } from './format';
+import type { IGraphHolder, IInventory } from '../../protocol';
+import { commentSafe, isPythonIdentifier } from '../python';
+import { formatBytes, isCudaDevice, sumBytes } from '../format';
 
 /** Bytes on one CUDA device from which a graph holder raises a toast (64 MiB). */
 export const GRAPH_WARN_BYTES = 64 * 2 ** 20;

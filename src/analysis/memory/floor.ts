@@ -14,7 +14,7 @@
  * Windows are in time, not in samples, so that a verdict needs the same
  * seconds of climbing at any sample rate.
  */
-import type { ISample } from '../protocol';
+import type { ISample } from '../../protocol';
 import { fitLine } from './fit';
 
 const MiB = 2 ** 20;

@@ -21,10 +21,10 @@
  *   tell whether the user turned it off).
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
-import type { IOom } from '../protocol';
-import { formatBytes, formatIdle } from './format';
-import { IOomKernels, kernelName } from './gpuprocesses';
-import { idleCache, isFragmented } from './oom';
+import type { IOom } from '../../protocol';
+import { formatBytes, formatIdle } from '../format';
+import { IOomKernels, kernelName } from '../processes/gpu-processes';
+import { idleCache, isFragmented } from './oom-diagnosis';
 
 /** First Ultralytics version with a fractional `batch` (AutoBatch at that share of GPU memory). */
 export const ULTRALYTICS_FRACTION_BATCH = '8.2.29';

@@ -18,8 +18,8 @@
  * {@link MIN_CLIMB_S}, still climb over its last seconds and rise well above
  * the floor's own noise, or be stairs (`detectStairs`).
  */
-import type { ISample } from '../protocol';
-import type { ICellRow } from './cells';
+import type { ISample } from '../../protocol';
+import type { ICellRow } from '../cells/cell-history';
 
 const MiB = 2 ** 20;
 

@@ -3,8 +3,8 @@
  * kernel, typically because a model cell was run again (or a second
  * `YOLO(...)` was loaded) while the first instance is still alive.
  */
-import type { IHolder, IInventory, IModelInfo } from '../protocol';
-import { userModels } from './findings/models';
+import type { IHolder, IInventory, IModelInfo } from '../../protocol';
+import { userModels } from '../findings/user-models';
 
 /** One group of stacked instances, oldest first. */
 export interface IStackedGroup {

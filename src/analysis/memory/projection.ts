@@ -2,8 +2,8 @@
  * When a climb inside a running cell fills the GPU: the room this kernel
  * still has on the device, and the time the fitted rate takes to use it.
  */
-import type { IDeviceSample, ISample } from '../protocol';
-import type { ILeakTrend } from './trend';
+import type { IDeviceSample, ISample } from '../../protocol';
+import type { ILeakTrend } from './leak-trend';
 
 /**
  * Beyond this (s) the projection says nothing about time: a GPU that would

@@ -4,7 +4,7 @@
  * context are not leaks: the cache is free for this kernel (and returned by
  * `torch.cuda.empty_cache()`), the context is freed only with the process.
  */
-import type { IDeviceSample } from '../protocol';
+import type { IDeviceSample } from '../../protocol';
 
 /** Bytes of each band; `null` where not measurable. */
 export interface IMemoryBands {

@@ -3,10 +3,10 @@
  * allocated memory climbs steadily, cell after cell or inside one long cell
  * ({@link leakTrend} judges one device; this picks the device).
  */
-import type { ISample } from '../protocol';
-import type { IFinding } from './findings/types';
-import { cellRows, ICellMark } from './cells';
-import { ILeakSettings, ILeakTrend, leakTrend } from './trend';
+import type { ISample } from '../../protocol';
+import type { IFinding } from '../findings/types';
+import { cellRows, ICellMark } from '../cells/cell-history';
+import { ILeakSettings, ILeakTrend, leakTrend } from './leak-trend';
 
 /**
  * What the leak finding reads from a kernel model (`GpuKernelModel` has it):

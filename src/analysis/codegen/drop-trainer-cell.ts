@@ -10,9 +10,9 @@
  * `Model.__init__` starts with `self.trainer = None`, so `None` is the
  * wrapper's own "no trainer" state and `model.train()` builds a new one).
  */
-import type { IPart } from '../protocol';
-import { commentSafe, isPythonIdentifier } from './python';
-import { formatBytes, sumBytes } from './format';
+import type { IPart } from '../../protocol';
+import { commentSafe, isPythonIdentifier } from '../python';
+import { formatBytes, sumBytes } from '../format';
 
 /** First line of the drop-trainer cell (how tests and a re-run recognise it). */
 export const DROP_TRAINER_MARKER = '# gpu-hygiene: drop_trainer';

@@ -13,11 +13,16 @@
  * model, and "delete…" (after the user confirmed) starts with `del name` for
  * the variables that name it — valid Python identifiers only.
  */
-import type { IInventory, IModelInfo, IRootBytes } from '../protocol';
-import { CLEAN_MARKER } from '../protocol-constants';
-import { formatBytes, formatPlacement, isCudaDevice, sumBytes } from './format';
-import { commentSafe, isPythonIdentifier } from './python';
-import { holderNames } from './stacking';
+import type { IInventory, IModelInfo, IRootBytes } from '../../protocol';
+import { CLEAN_MARKER } from '../../protocol-constants';
+import {
+  formatBytes,
+  formatPlacement,
+  isCudaDevice,
+  sumBytes
+} from '../format';
+import { commentSafe, isPythonIdentifier } from '../python';
+import { holderNames } from '../memory/stacking';
 
 // Written in python.ts (start-path code needs them; this module loads with the commands that
 // insert a cell); re-exported for the callers that generate cells anyway.

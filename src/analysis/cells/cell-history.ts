@@ -4,9 +4,9 @@
  * (whose `busy` flag is set from the cell's `pre_run_cell` to its
  * `post_run_cell`). Nothing runs in the user's notebook for this.
  */
-import type { IInventory, ISample } from '../protocol';
-import { userModels } from './findings/models';
-import { sumBytes } from './format';
+import type { IInventory, ISample } from '../../protocol';
+import { userModels } from '../findings/user-models';
+import { sumBytes } from '../format';
 
 /** A live model as remembered after a cell (compact: no holders). */
 export interface IModelSummary {

@@ -5,7 +5,7 @@
  * and the highest PyTorch allocated and reserved bytes during each. Nothing
  * runs in the user's notebook for this.
  */
-import type { ISample } from '../protocol';
+import type { ISample } from '../../protocol';
 
 /** One epoch as the samples saw it. Bytes are PyTorch's caching allocator's, of one device. */
 export interface IEpochPeak {
@@ -123,7 +123,7 @@ export function cellEpochs(
 
 /**
  * {@link cellEpochs} of each per-cell row (the rows of `cellRows`,
- * src/analysis/cells.ts), in the same order.
+ * src/analysis/cells/cell-history.ts), in the same order.
  */
 export function epochsByCell(
   samples: ReadonlyArray<ISample>,

@@ -5,9 +5,9 @@
  * `oomadvice.ts`.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
-import type { IOom } from '../protocol';
-import { formatBytes, MAX_TOAST } from './format';
-import { IOomKernels, kernelName } from './gpuprocesses';
+import type { IOom } from '../../protocol';
+import { formatBytes, MAX_TOAST } from '../format';
+import { IOomKernels, kernelName } from '../processes/gpu-processes';
 
 const MiB = 2 ** 20;
 

@@ -14,12 +14,12 @@
  * attribution.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
-import type { IGpuProcesses, IGpuProcess, IOom } from '../protocol';
+import type { IGpuProcesses, IGpuProcess, IOom } from '../../protocol';
 import type {
   IServerKernel,
   IServerKernelsAnswer,
   IServerSession
-} from '../serverkernels';
+} from '../../serverkernels';
 
 /** What a process on the GPU is, for the user. */
 export type GpuProcessKind =
