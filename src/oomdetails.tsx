@@ -8,7 +8,7 @@
 import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
 import { formatBytes } from './analysis/format';
-import type { IOomKernels } from './analysis/processes/gpu-processes';
+import type { IOomKernels } from './analysis/processes/oom-idle-kernels';
 import { describeHolder, oomHolders } from './analysis/oom/oom-diagnosis';
 import { oomAdvice } from './analysis/oom/oom-advice';
 import type { IOom } from './protocol';

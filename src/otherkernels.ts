@@ -4,14 +4,9 @@
  * last cell) and the server's kernel list. The gauge, the VRAM panel, the
  * Shut down command and the OOM toast all join through here, so they agree.
  */
-import {
-  IGpuProcessesJoin,
-  IKernelInfo,
-  IKnownKernel,
-  IOomKernels,
-  joinGpuProcesses,
-  oomIdleKernels
-} from './analysis/processes/gpu-processes';
+import { joinGpuProcesses } from './analysis/processes/gpu-process-join';
+import { IGpuProcessesJoin, IKernelInfo, IKnownKernel } from './analysis/processes/gpu-process-types';
+import { IOomKernels, oomIdleKernels } from './analysis/processes/oom-idle-kernels';
 import type { GpuKernelModel } from './model';
 import type { IOom } from './protocol';
 import type { IGpuMonitor } from './tokens';

@@ -4,11 +4,7 @@
  */
 import { InputDialog, Notification } from '@jupyterlab/apputils';
 import { formatBytes, formatIdle } from '../analysis/format';
-import {
-  baseName,
-  kernelStateLabel,
-  notebookOf
-} from '../analysis/processes/gpu-processes';
+import { baseName, kernelStateLabel, notebookOf } from '../analysis/processes/kernel-labels';
 import { kernelOnGpu } from '../otherkernels';
 import type { IServerKernel } from '../serverkernels';
 import type { ICommandContext } from './context';

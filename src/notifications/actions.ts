@@ -11,7 +11,7 @@ import type { CommandRegistry } from '@lumino/commands';
 import type { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 import React from 'react';
 import { fixCommand, fixLabel, IFinding } from '../analysis/findings';
-import type { IOomKernels } from '../analysis/processes/gpu-processes';
+import type { IOomKernels } from '../analysis/processes/oom-idle-kernels';
 import { OomDetails } from '../oomdetails';
 import type { IOom } from '../protocol';
 import { CommandIDs, IGpuMonitor, IGpuSettings } from '../tokens';

@@ -8,10 +8,7 @@ import { HTMLSelect, UseSignal } from '@jupyterlab/ui-components';
 import type { CommandRegistry } from '@lumino/commands';
 import React, { useState } from 'react';
 import { fixCommand, IFinding } from '../analysis/findings';
-import {
-  DEFAULT_GPU_PROCESS_SORT,
-  IGpuProcessSort
-} from '../analysis/processes/gpu-processes';
+import { DEFAULT_GPU_PROCESS_SORT, IGpuProcessSort } from '../analysis/processes/device-processes';
 import { DEFAULT_HOLDER_SORT, IHolderSort } from '../analysis/memory/holders';
 import type { GpuKernelModel } from '../model';
 import { gpuProcessesOf } from '../otherkernels';

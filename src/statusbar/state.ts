@@ -9,7 +9,7 @@ import type { TranslationBundle } from '@jupyterlab/translation';
 import { loadedFindings } from '../analysis/findings/rules-loader';
 import { userModels } from '../analysis/findings/user-models';
 import { formatBytes, isCudaDevice, sumBytes } from '../analysis/format';
-import type { IGpuProcessesJoin } from '../analysis/processes/gpu-processes';
+import type { IGpuProcessesJoin } from '../analysis/processes/gpu-process-types';
 import type { GpuKernelModel } from '../model';
 import type { ILimit, IModelInfo } from '../protocol';
 import type { IGpuSettings } from '../tokens';

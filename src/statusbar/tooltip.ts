@@ -8,11 +8,8 @@
 import type { TranslationBundle } from '@jupyterlab/translation';
 import { IMemoryBands, memoryBands } from '../analysis/memory/bands';
 import { formatBytes } from '../analysis/format';
-import {
-  deviceKey,
-  IDeviceTotals,
-  IGpuProcessesJoin
-} from '../analysis/processes/gpu-processes';
+import { deviceKey } from '../analysis/processes/gpu-process-join';
+import { IDeviceTotals, IGpuProcessesJoin } from '../analysis/processes/gpu-process-types';
 import type { GpuKernelModel } from '../model';
 import type { IDeviceSample, IModelInfo } from '../protocol';
 

@@ -45,8 +45,9 @@ const { parseKernelMessage } = compiled('protocol.js');
 const { parseServerKernels } = compiled('serverkernels-schema.js');
 const { GpuKernelModel } = compiled('model.js');
 const { DEFAULT_SETTINGS } = compiled('tokens.js');
-const { deviceKey, DEFAULT_GPU_PROCESS_SORT } = compiled(
-  'analysis/processes/gpu-processes.js'
+const { deviceKey } = compiled('analysis/processes/gpu-process-join.js');
+const { DEFAULT_GPU_PROCESS_SORT } = compiled(
+  'analysis/processes/device-processes.js'
 );
 const { gpuProcessesOf } = compiled('otherkernels.js');
 const { gaugeState } = compiled('statusbar/state.js');

@@ -9,11 +9,9 @@ import { CommandRegistry } from '@lumino/commands';
 import { fireEvent, render, screen } from '@testing-library/react';
 import React from 'react';
 import { addCommands } from '../../src/commands';
-import {
-  DEFAULT_GPU_PROCESS_SORT,
-  IGpuProcessesJoin,
-  joinGpuProcesses
-} from '../../src/analysis/processes/gpu-processes';
+import { DEFAULT_GPU_PROCESS_SORT } from '../../src/analysis/processes/device-processes';
+import { joinGpuProcesses } from '../../src/analysis/processes/gpu-process-join';
+import { IGpuProcessesJoin } from '../../src/analysis/processes/gpu-process-types';
 import { DEFAULT_HOLDER_SORT } from '../../src/analysis/memory/holders';
 import { gpuProcessesOf } from '../../src/otherkernels';
 import { panelData } from '../../src/panel/data';

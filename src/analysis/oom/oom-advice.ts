@@ -23,7 +23,8 @@
 import type { TranslationBundle } from '@jupyterlab/translation';
 import type { IOom } from '../../protocol';
 import { formatBytes, formatIdle } from '../format';
-import { IOomKernels, kernelName } from '../processes/gpu-processes';
+import { kernelName } from '../processes/kernel-labels';
+import { IOomKernels } from '../processes/oom-idle-kernels';
 import { idleCache, isFragmented } from './oom-diagnosis';
 
 /** First Ultralytics version with a fractional `batch` (AutoBatch at that share of GPU memory). */

@@ -7,7 +7,8 @@
 import type { TranslationBundle } from '@jupyterlab/translation';
 import type { IOom } from '../../protocol';
 import { formatBytes, MAX_TOAST } from '../format';
-import { IOomKernels, kernelName } from '../processes/gpu-processes';
+import { kernelName } from '../processes/kernel-labels';
+import { IOomKernels } from '../processes/oom-idle-kernels';
 
 const MiB = 2 ** 20;
 

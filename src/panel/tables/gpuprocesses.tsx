@@ -3,8 +3,8 @@
  * shows, with its VRAM; for a kernel of this server its notebook (a link
  * that opens it), state, idle time and Shut down kernel…; for another
  * process its name, user and command line. From the join
- * `joinGpuProcesses` (src/analysis/processes/gpu-processes.ts) computes. Pure: renders
- * its props and reports clicks through callbacks.
+ * `joinGpuProcesses` (src/analysis/processes/gpu-process-join.ts)
+ * computes. Pure: renders its props and reports clicks through callbacks.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
@@ -13,15 +13,9 @@ import {
   formatIdle,
   formatPlacement
 } from '../../analysis/format';
-import {
-  GpuProcessSortKey,
-  IGpuProcessesJoin,
-  IGpuProcessRow,
-  IGpuProcessSort,
-  kernelName,
-  kernelStateLabel,
-  processesOnDevice
-} from '../../analysis/processes/gpu-processes';
+import { GpuProcessSortKey, IGpuProcessSort, processesOnDevice } from '../../analysis/processes/device-processes';
+import { IGpuProcessesJoin, IGpuProcessRow } from '../../analysis/processes/gpu-process-types';
+import { kernelName, kernelStateLabel } from '../../analysis/processes/kernel-labels';
 import type { ServerKernelsState } from '../../serverkernels';
 import { EmptyState, SortHeader } from './common';
 

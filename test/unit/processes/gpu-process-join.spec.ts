@@ -3,33 +3,17 @@
  * `gpuProcesses`) joined by pid with the server's kernels and with the
  * `hello.pid` of the kernels the browser knows.
  */
-import {
-  IKnownKernel,
-  joinGpuProcesses,
-  kernelLabel,
-  oomIdleKernels,
-  processesOnDevice
-} from '../../src/analysis/processes/gpu-processes';
-import { formatIdle } from '../../src/analysis/format';
+import { processesOnDevice } from '../../../src/analysis/processes/device-processes';
+import { joinGpuProcesses } from '../../../src/analysis/processes/gpu-process-join';
+import { IKnownKernel } from '../../../src/analysis/processes/gpu-process-types';
+import { kernelLabel } from '../../../src/analysis/processes/kernel-labels';
 import {
   gpuProcess,
   gpuProcessesMessage,
-  oomMessage,
   serverAnswer,
   serverKernel
-} from './fixtures';
-
-const GiB = 2 ** 30;
-const MiB = 2 ** 20;
-/** 2025-11-30T10:25:00Z: 25 minutes after the fixtures' lastActivity. */
-const NOW = Date.parse('2025-11-30T10:25:00.000Z');
-
-/** This kernel (k1, pid 1000), another local kernel (k2, pid 2000), a stranger (pid 4242). */
-const message = () =>
-  gpuProcessesMessage([
-    gpuProcess({ pid: 2000, used: 8 * GiB, name: 'python' }),
-    gpuProcess({ pid: 4242, used: 3 * GiB, user: 'bob' })
-  ]);
+} from '../fixtures';
+import { GiB, message, MiB, NOW } from './process-messages';
 
 describe('joinGpuProcesses', () => {
   it('host: this kernel, a kernel of this server (by its pid), another process', () => {
@@ -270,101 +254,5 @@ describe('joinGpuProcesses', () => {
       state: 'busy',
       idleSeconds: null
     });
-  });
-});
-
-describe('processesOnDevice', () => {
-  const join = joinGpuProcesses({
-    processes: message(),
-    kernelId: 'k1',
-    server: serverAnswer([serverKernel({ id: 'k2', pid: 2000 })]),
-    known: [],
-    now: NOW
-  });
-  const pids = (key: any, direction: 'asc' | 'desc') =>
-    processesOnDevice(join, 'cuda:0', { key, direction }).map(p => p.row.pid);
-
-  it('sorts by bytes (default: largest first), pid, process and state', () => {
-    expect(processesOnDevice(join, 'cuda:0').map(p => p.row.pid)).toEqual([
-      2000, 4242, 1000
-    ]);
-    expect(pids('bytes', 'asc')).toEqual([1000, 4242, 2000]);
-    expect(pids('pid', 'asc')).toEqual([1000, 2000, 4242]);
-    // python (this kernel), k2.ipynb, python3
-    expect(pids('process', 'asc')).toEqual([2000, 1000, 4242]);
-    // this kernel, idle kernels, other processes
-    expect(pids('state', 'asc')).toEqual([1000, 2000, 4242]);
-  });
-
-  it('lists nothing for a device the message does not have', () => {
-    expect(processesOnDevice(join, 'cuda:3')).toEqual([]);
-  });
-});
-
-describe('oomIdleKernels', () => {
-  const context = {
-    namespace: 'host' as const,
-    kernelId: 'k1',
-    server: serverAnswer([
-      serverKernel({ id: 'k2', pid: 2000 }),
-      serverKernel({ id: 'k3', pid: 3000, executionState: 'busy' })
-    ]),
-    known: [],
-    now: NOW
-  };
-
-  it('names the idle kernels and says whether they held most of the device', () => {
-    const oom = oomMessage({
-      total: 80 * GiB,
-      free: 0,
-      process: 20 * GiB,
-      processes: [
-        { pid: 2000, used: 50 * GiB },
-        { pid: 3000, used: 6 * GiB },
-        { pid: 4242, used: 4 * GiB }
-      ]
-    });
-    const found = oomIdleKernels(oom, context)!;
-    expect(found.kernels.map(k => [k.kernel.id, k.bytes])).toEqual([
-      ['k2', 50 * GiB]
-    ]);
-    expect(found).toMatchObject({
-      bytes: 50 * GiB,
-      inUse: 80 * GiB,
-      mostly: true
-    });
-    const less = oomIdleKernels(
-      {
-        ...oom,
-        processes: [{ pid: 2000, used: 10 * GiB }, ...oom.processes.slice(1)]
-      },
-      context
-    )!;
-    expect(less.mostly).toBe(false);
-  });
-
-  it('says nothing in a container, without idle kernels, or for this kernel', () => {
-    const oom = oomMessage({ processes: [{ pid: 2000, used: 50 * GiB }] });
-    expect(oomIdleKernels(oom, { ...context, namespace: 'container' })).toBe(
-      null
-    );
-    expect(oomIdleKernels(oom, { ...context, kernelId: 'k2' })).toBe(null);
-    expect(
-      oomIdleKernels(
-        oomMessage({ processes: [{ pid: 3000, used: 50 * GiB }] }),
-        context
-      )
-    ).toBe(null);
-  });
-});
-
-describe('formatIdle', () => {
-  it('is coarse', () => {
-    expect(formatIdle(40.7)).toBe('40 s');
-    expect(formatIdle(25 * 60 + 3)).toBe('25 min');
-    expect(formatIdle(2 * 3600 + 5 * 60)).toBe('2 h 05 min');
-    expect(formatIdle(3 * 86400 + 4 * 3600)).toBe('3 d 4 h');
-    expect(formatIdle(null)).toBe('—');
-    expect(formatIdle(-1)).toBe('—');
   });
 });
