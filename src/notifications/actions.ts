@@ -12,7 +12,7 @@ import type { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 import React from 'react';
 import { fixCommand, fixLabel, IFinding } from '../analysis/findings';
 import type { IOomKernels } from '../analysis/processes/oom-idle-kernels';
-import { OomDetails } from '../oomdetails';
+import { OomDetails } from '../oom-details';
 import type { IOom } from '../protocol';
 import { CommandIDs, IGpuMonitor, IGpuSettings } from '../tokens';
 

@@ -31,7 +31,7 @@ import {
   IEpochMark,
   IProjectionLine,
   projectionLine
-} from './projection';
+} from './chart-marks';
 
 /** The chart's series, in drawing order. */
 export const SERIES = [

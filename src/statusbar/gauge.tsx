@@ -15,7 +15,7 @@ import {
   loadFindings
 } from '../analysis/findings/rules-loader';
 import type { GpuKernelModel } from '../model';
-import { gpuProcessesOf } from '../otherkernels';
+import { gpuProcessesOf } from '../other-kernels';
 import { CommandIDs, IGpuMonitor } from '../tokens';
 import { GaugeDetailsBody } from './popup';
 import { gaugeState, IGaugeState } from './state';

@@ -530,22 +530,22 @@ CELL_SOURCES = (
     "src/analysis/codegen/drop-workers-cell.ts",
 )
 # issue 12's views as the app computes them: the message validation, the model, the join with
-# the server's kernels (otherkernels.ts, as the gauge and the panel call it), the gauge's
+# the server's kernels (other-kernels.ts, as the gauge and the panel call it), the gauge's
 # tooltip, the panel's "On this GPU" table (React)
 VIEW_SOURCES = (
     "src/protocol.ts",
-    "src/serverkernels.ts",
-    "src/serverkernels-schema.ts",
+    "src/server-kernels.ts",
+    "src/server-kernels-schema.ts",
     "src/model.ts",
     "src/tokens.ts",
     "src/analysis/processes/gpu-process-join.ts",
     "src/analysis/processes/device-processes.ts",
-    "src/otherkernels.ts",
+    "src/other-kernels.ts",
     "src/statusbar/state.ts",
-    "src/panel/tables/gpuprocesses.tsx",
+    "src/panel/tables/gpu-process-table.tsx",
 )
 # the node packages those compiled modules load (besides the stub of @jupyterlab/services that
-# gpu_views.js installs: serverkernels.ts needs it for its fetch only), copied next to them by
+# gpu_views.js installs: server-kernels.ts needs it for its fetch only), copied next to them by
 # compile_browser for a machine without node_modules
 RUNTIME_PACKAGES = (
     "zod",

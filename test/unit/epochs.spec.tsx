@@ -9,7 +9,7 @@ import {
 } from '../../src/analysis/cells/epochs';
 import { GpuKernelModel } from '../../src/model';
 import { panelData } from '../../src/panel/data';
-import { CellTable } from '../../src/panel/tables/cells';
+import { CellTable } from '../../src/panel/tables/cell-table';
 import { ISample, parseKernelMessage } from '../../src/protocol';
 import { DEFAULT_SETTINGS } from '../../src/tokens';
 import { c01Inventory } from './fixtures';

@@ -19,7 +19,7 @@ import type {
   IServerKernel,
   IServerKernelsAnswer,
   ServerKernelsState
-} from '../../src/serverkernels';
+} from '../../src/server-kernels';
 import {
   DEFAULT_SETTINGS,
   IGpuMonitor,

@@ -13,9 +13,9 @@ import { DEFAULT_GPU_PROCESS_SORT } from '../../src/analysis/processes/device-pr
 import { joinGpuProcesses } from '../../src/analysis/processes/gpu-process-join';
 import { IGpuProcessesJoin } from '../../src/analysis/processes/gpu-process-types';
 import { DEFAULT_HOLDER_SORT } from '../../src/analysis/memory/holders';
-import { gpuProcessesOf } from '../../src/otherkernels';
+import { gpuProcessesOf } from '../../src/other-kernels';
 import { panelData } from '../../src/panel/data';
-import { GpuProcessesTable } from '../../src/panel/tables/gpuprocesses';
+import { GpuProcessesTable } from '../../src/panel/tables/gpu-process-table';
 import { PanelContent } from '../../src/panel/view';
 import { GaugeModel, GpuGauge } from '../../src/statusbar/gauge';
 import { gaugeState } from '../../src/statusbar/state';

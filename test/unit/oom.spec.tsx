@@ -15,7 +15,7 @@ import {
 } from '../../src/analysis/oom/oom-advice';
 import { GpuKernelModel } from '../../src/model';
 import { GpuNotifier } from '../../src/notifications';
-import { OomDetails } from '../../src/oomdetails';
+import { OomDetails } from '../../src/oom-details';
 import { oomMessage, OneModelMonitor } from './fixtures';
 
 jest.mock('@jupyterlab/apputils', () => ({

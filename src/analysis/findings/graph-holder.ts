@@ -5,7 +5,7 @@
  * device, else info; none below `GRAPH_FIX_MIN_BYTES` (1 MiB: a few scalar
  * losses, harmless). Fix: "Fix…" (ask, then detach) where `canFixGraph`
  * allows it, else no button. Its toast stays the graph-holder rule's
- * (`notifications/graphs.ts`).
+ * (`notifications/graph-toast.ts`).
  */
 import { formatBytes } from '../format';
 import {

@@ -1,6 +1,6 @@
 /**
  * What to try after a CUDA out-of-memory error, built from the agent's `oom`
- * message only (pure functions; the diagnosis is `oom.ts`).
+ * message only (pure functions; the diagnosis is `oom-diagnosis.ts`).
  *
  * Advice is chosen by rules on the figures and on the versions imported in
  * the kernel. Ultralytics facts, read in its source (`cfg/default.yaml`,

@@ -2,7 +2,7 @@
  * CUDA out-of-memory diagnosis: what held the device when a cell failed
  * (holders, the fragmented cache, the toast's summary), built from the
  * agent's `oom` message only (pure functions). What to try is
- * `oomadvice.ts`.
+ * `oom-advice.ts`.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import type { IOom } from '../../protocol';

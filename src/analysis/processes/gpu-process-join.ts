@@ -14,7 +14,7 @@
  * attribution.
  */
 import type { IGpuProcess, IGpuProcesses } from '../../protocol';
-import type { IServerKernel, IServerKernelsAnswer } from '../../serverkernels';
+import type { IServerKernel, IServerKernelsAnswer } from '../../server-kernels';
 import {
   GpuProcessKind,
   IDeviceTotals,

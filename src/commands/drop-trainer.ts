@@ -16,7 +16,7 @@ import type { IModelInfo, IPart } from '../protocol';
 import { CommandIDs } from '../tokens';
 import { dropTrainerArgs } from './args';
 import type { ICommandContext } from './context';
-import { modelGone, modelTarget } from './models';
+import { modelGone, modelTarget } from './model-actions';
 
 /**
  * The variable whose finished Ultralytics trainer the drop-trainer command

@@ -13,10 +13,20 @@ import {
   formatIdle,
   formatPlacement
 } from '../../analysis/format';
-import { GpuProcessSortKey, IGpuProcessSort, processesOnDevice } from '../../analysis/processes/device-processes';
-import { IGpuProcessesJoin, IGpuProcessRow } from '../../analysis/processes/gpu-process-types';
-import { kernelName, kernelStateLabel } from '../../analysis/processes/kernel-labels';
-import type { ServerKernelsState } from '../../serverkernels';
+import {
+  GpuProcessSortKey,
+  IGpuProcessSort,
+  processesOnDevice
+} from '../../analysis/processes/device-processes';
+import {
+  IGpuProcessesJoin,
+  IGpuProcessRow
+} from '../../analysis/processes/gpu-process-types';
+import {
+  kernelName,
+  kernelStateLabel
+} from '../../analysis/processes/kernel-labels';
+import type { ServerKernelsState } from '../../server-kernels';
 import { EmptyState, SortHeader } from './common';
 
 /** Props of {@link GpuProcessesTable}. */

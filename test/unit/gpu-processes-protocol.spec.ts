@@ -9,13 +9,13 @@ import {
   parseKernelMessage
 } from '../../src/protocol';
 import { GpuKernelModel } from '../../src/model';
-import { parseServerKernels } from '../../src/serverkernels-schema';
+import { parseServerKernels } from '../../src/server-kernels-schema';
 import {
   fetchServerKernels,
   ServerKernels,
   ServerKernelsState,
   serverKernelsUrl
-} from '../../src/serverkernels';
+} from '../../src/server-kernels';
 import {
   gpuProcess,
   gpuProcessesMessage,

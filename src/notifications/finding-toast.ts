@@ -5,8 +5,8 @@
  * dismissed when none of the kind is left. Infos and smaller findings are
  * only listed in the VRAM panel. Setting: `warnOnFindings`.
  *
- * Told elsewhere, so left out here: graph holders (`graphs.ts`), and the
- * older instances of a stack, stale or named (`stacked.ts`).
+ * Told elsewhere, so left out here: graph holders (`graph-toast.ts`), and the
+ * older instances of a stack, stale or named (`stacked-toast.ts`).
  *
  * The button is the finding's own fix (`ToastActions.fix`); several findings
  * of one kind get Clean GPU only when Clean GPU fixes every one of them,

@@ -6,7 +6,7 @@
  * `warnOnOutOfMemory`.
  */
 import { describeOom } from '../analysis/oom/oom-diagnosis';
-import { oomKernelsOf } from '../otherkernels';
+import { oomKernelsOf } from '../other-kernels';
 import type { IRuleContext, IToastRule } from './rule';
 
 /**

@@ -8,7 +8,7 @@ import type { NotebookPanel } from '@jupyterlab/notebook';
 import { formatBytes, sumBytes } from '../analysis/format';
 import { deletableNames } from '../analysis/memory/holders';
 import { isPythonIdentifier } from '../analysis/python';
-import { CLEAN_ACTION } from '../actioncells';
+import { CLEAN_ACTION } from '../action-cells';
 import type { GpuKernelModel } from '../model';
 import type { IInventory, IModelInfo } from '../protocol';
 import { CommandIDs } from '../tokens';

@@ -4,9 +4,13 @@
  */
 import { InputDialog, Notification } from '@jupyterlab/apputils';
 import { formatBytes, formatIdle } from '../analysis/format';
-import { baseName, kernelStateLabel, notebookOf } from '../analysis/processes/kernel-labels';
-import { kernelOnGpu } from '../otherkernels';
-import type { IServerKernel } from '../serverkernels';
+import {
+  baseName,
+  kernelStateLabel,
+  notebookOf
+} from '../analysis/processes/kernel-labels';
+import { kernelOnGpu } from '../other-kernels';
+import type { IServerKernel } from '../server-kernels';
 import type { ICommandContext } from './context';
 
 /** A server kernel's name for the user: its notebook's file name, else its first session, else its id. */

@@ -1,7 +1,7 @@
 /**
  * This server's kernels and their pids, from the server extension's
  * `GET {baseUrl}gpu-hygiene/kernels` (jupyterlab_gpu_hygiene/server.py):
- * one fetch (validated by serverkernels-schema.ts, a chunk of its own loaded
+ * one fetch (validated by server-kernels-schema.ts, a chunk of its own loaded
  * with the first answer: zod stays off JupyterLab's start path), and
  * {@link ServerKernels}, which keeps
  * the last answer for the monitor and fetches again only when it is old.
@@ -25,7 +25,7 @@ export const SERVER_KERNELS_MAX_AGE_MS = 5000;
  */
 export const SERVER_KERNELS_MISSING_MAX_AGE_MS = 60_000;
 
-/** Result of `parseServerKernels` (serverkernels-schema.ts). */
+/** Result of `parseServerKernels` (server-kernels-schema.ts). */
 export type ServerKernelsParse =
   { ok: true; answer: IServerKernelsAnswer } | { ok: false; reason: string };
 
@@ -57,7 +57,7 @@ export interface IServerKernel {
  * The answer of `GET gpu-hygiene/kernels`: every running kernel of this
  * server (`kernels`), and whether they live behind a Kernel Gateway
  * (`gateway`: then no kernel has a pid). Validated by
- * `parseServerKernels` (serverkernels-schema.ts), loaded with the first fetch.
+ * `parseServerKernels` (server-kernels-schema.ts), loaded with the first fetch.
  */
 export interface IServerKernelsAnswer {
   kernels: IServerKernel[];
@@ -139,7 +139,7 @@ export async function fetchServerKernels(
   }
   let parsed: ServerKernelsParse;
   try {
-    const { parseServerKernels } = await import('./serverkernels-schema');
+    const { parseServerKernels } = await import('./server-kernels-schema');
     parsed = parseServerKernels(data);
   } catch (reason) {
     return {

@@ -5,8 +5,15 @@
  * Shut down command and the OOM toast all join through here, so they agree.
  */
 import { joinGpuProcesses } from './analysis/processes/gpu-process-join';
-import { IGpuProcessesJoin, IKernelInfo, IKnownKernel } from './analysis/processes/gpu-process-types';
-import { IOomKernels, oomIdleKernels } from './analysis/processes/oom-idle-kernels';
+import {
+  IGpuProcessesJoin,
+  IKernelInfo,
+  IKnownKernel
+} from './analysis/processes/gpu-process-types';
+import {
+  IOomKernels,
+  oomIdleKernels
+} from './analysis/processes/oom-idle-kernels';
 import type { GpuKernelModel } from './model';
 import type { IOom } from './protocol';
 import type { IGpuMonitor } from './tokens';

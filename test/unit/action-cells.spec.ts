@@ -11,7 +11,7 @@ import {
   fingerprint,
   placeActionCell,
   replaceableCells
-} from '../../src/actioncells';
+} from '../../src/action-cells';
 import {
   generateCleanCell,
   planClean
