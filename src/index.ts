@@ -23,7 +23,8 @@ import { NotifierLoader } from './notifications/toast-loader';
 // A small shell: the panel itself (views, recharts) loads lazily on first show.
 import { GpuPanel } from './panel/shell';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- needed at activation
-import { GaugeModel, GpuGauge } from './statusbar/gauge';
+import { GpuGauge } from './statusbar/gauge';
+import { GaugeModel } from './statusbar/gauge-model';
 import { DOMAIN, translateSettings } from './i18n';
 import { CommandIDs, IGpuMonitor } from './tokens';
 

@@ -10,7 +10,7 @@ import type {
   IServerKernelsAnswer,
   IServerSession,
   ServerKernelsParse
-} from './server-kernels';
+} from './server-kernel-types';
 
 const text = (max: number) => z.string().check(z.maxLength(max));
 const count = z.int().check(z.minimum(0), z.maximum(Number.MAX_SAFE_INTEGER));

@@ -12,6 +12,11 @@
 import { ServerConnection } from '@jupyterlab/services';
 import type { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
+import type {
+  IServerKernelsAnswer,
+  ServerKernelsParse,
+  ServerKernelsState
+} from './server-kernel-types';
 
 /** The endpoint, under the server's base URL. */
 export const SERVER_KERNELS_ROUTE = 'gpu-hygiene/kernels';
@@ -24,65 +29,6 @@ export const SERVER_KERNELS_MAX_AGE_MS = 5000;
  * on a `gpuProcesses` message; opening the panel always asks.
  */
 export const SERVER_KERNELS_MISSING_MAX_AGE_MS = 60_000;
-
-/** Result of `parseServerKernels` (server-kernels-schema.ts). */
-export type ServerKernelsParse =
-  { ok: true; answer: IServerKernelsAnswer } | { ok: false; reason: string };
-
-/** One session of a server kernel: `path` of a notebook (or a console's name), `type` `notebook`, `console`, ... */
-export interface IServerSession {
-  id: string;
-  path: string;
-  name: string;
-  type: string;
-}
-
-/**
- * One kernel of the server: its id (as `/api/kernels`), kernelspec `name`,
- * the OS `pid` of its process when a local provisioner launched it (else
- * null), `executionState` and `lastActivity` (ISO 8601) as `/api/kernels`,
- * its websocket `connections` and its `sessions` (notebook or console paths).
- */
-export interface IServerKernel {
-  id: string;
-  name: string;
-  pid: number | null;
-  executionState: string;
-  lastActivity: string | null;
-  connections: number;
-  sessions: IServerSession[];
-}
-
-/**
- * The answer of `GET gpu-hygiene/kernels`: every running kernel of this
- * server (`kernels`), and whether they live behind a Kernel Gateway
- * (`gateway`: then no kernel has a pid). Validated by
- * `parseServerKernels` (server-kernels-schema.ts), loaded with the first fetch.
- */
-export interface IServerKernelsAnswer {
-  kernels: IServerKernel[];
-  gateway: boolean;
-}
-
-/**
- * Where the browser stands with the server's kernel list:
- * - `none`: not asked yet;
- * - `ok`: the `answer` fetched at `at` (ms since the epoch);
- * - `missing`: the server answered 404: it runs without the server extension
- *   (an older install), so no kernel of it can be attributed;
- * - `error`: another failure (`reason`: `network`, `http` with the status in
- *   `detail`, `invalid` answer), said once in the VRAM panel.
- */
-export type ServerKernelsState =
-  | { status: 'none' }
-  | { status: 'ok'; answer: IServerKernelsAnswer; at: number }
-  | { status: 'missing'; at: number }
-  | {
-      status: 'error';
-      reason: 'network' | 'http' | 'invalid';
-      detail: string;
-      at: number;
-    };
 
 /** The endpoint's URL under `baseUrl` (which may or may not end with `/`). */
 export function serverKernelsUrl(baseUrl: string): string {

@@ -9,7 +9,7 @@ import type { GpuKernelModel } from './model';
 import type {
   IServerKernelsAnswer,
   ServerKernelsState
-} from './server-kernels';
+} from './server-kernel-types';
 
 /** Command ids. */
 export namespace CommandIDs {

@@ -10,7 +10,7 @@ import {
   notebookOf
 } from '../analysis/processes/kernel-labels';
 import { kernelOnGpu } from '../other-kernels';
-import type { IServerKernel } from '../server-kernels';
+import type { IServerKernel } from '../server-kernel-types';
 import type { ICommandContext } from './context';
 
 /** A server kernel's name for the user: its notebook's file name, else its first session, else its id. */

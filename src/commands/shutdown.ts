@@ -6,7 +6,7 @@
  */
 import { Notification } from '@jupyterlab/apputils';
 import type { Kernel } from '@jupyterlab/services';
-import type { IServerKernel } from '../server-kernels';
+import type { IServerKernel } from '../server-kernel-types';
 import { CommandIDs } from '../tokens';
 import { shutdownArgs } from './args';
 import type { ICommandContext } from './context';

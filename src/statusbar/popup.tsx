@@ -11,7 +11,7 @@ import type { CommandRegistry } from '@lumino/commands';
 import React from 'react';
 import { gpuProcessesOf } from '../other-kernels';
 import { CommandIDs } from '../tokens';
-import type { GaugeModel } from './gauge';
+import type { GaugeModel } from './gauge-model';
 import { gaugeState, IGaugeState } from './state';
 
 /** DOM id of the popup's title (the dialog's accessible name refers to it). */

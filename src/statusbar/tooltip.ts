@@ -9,7 +9,10 @@ import type { TranslationBundle } from '@jupyterlab/translation';
 import { IMemoryBands, memoryBands } from '../analysis/memory/bands';
 import { formatBytes } from '../analysis/format';
 import { deviceKey } from '../analysis/processes/gpu-process-join';
-import { IDeviceTotals, IGpuProcessesJoin } from '../analysis/processes/gpu-process-types';
+import {
+  IDeviceTotals,
+  IGpuProcessesJoin
+} from '../analysis/processes/gpu-process-types';
 import type { GpuKernelModel } from '../model';
 import type { IDeviceSample, IModelInfo } from '../protocol';
 

@@ -13,7 +13,7 @@ const GiB = 2 ** 30;
 type Modules = {
   loader: typeof import('../../src/analysis/findings/rules-loader');
   state: typeof import('../../src/statusbar/state');
-  gauge: typeof import('../../src/statusbar/gauge');
+  gauge: typeof import('../../src/statusbar/gauge-model');
   model: typeof import('../../src/model');
   fixtures: typeof import('./fixtures');
   tokens: typeof import('../../src/tokens');
@@ -25,7 +25,7 @@ async function fresh(): Promise<Modules> {
     modules = {
       loader: await import('../../src/analysis/findings/rules-loader'),
       state: await import('../../src/statusbar/state'),
-      gauge: await import('../../src/statusbar/gauge'),
+      gauge: await import('../../src/statusbar/gauge-model'),
       model: await import('../../src/model'),
       fixtures: await import('./fixtures'),
       tokens: await import('../../src/tokens')

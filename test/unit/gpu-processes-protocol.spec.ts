@@ -10,10 +10,10 @@ import {
 } from '../../src/protocol';
 import { GpuKernelModel } from '../../src/model';
 import { parseServerKernels } from '../../src/server-kernels-schema';
+import { ServerKernelsState } from '../../src/server-kernel-types';
 import {
   fetchServerKernels,
   ServerKernels,
-  ServerKernelsState,
   serverKernelsUrl
 } from '../../src/server-kernels';
 import {

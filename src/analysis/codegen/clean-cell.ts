@@ -15,6 +15,7 @@
  */
 import type { IInventory, IModelInfo, IRootBytes } from '../../protocol';
 import { CLEAN_MARKER } from '../../protocol-constants';
+import type { IPlanOptions } from './clean-plan-options';
 import {
   formatBytes,
   formatPlacement,
@@ -60,21 +61,6 @@ export interface ICleanPlan {
    * for `_` the last result) and every other name of the same objects.
    */
   copies: string[];
-}
-
-/** Options of {@link planClean}. */
-export interface IPlanOptions {
-  /**
-   * Limit the plan to this model (an inventory `id`): only the output-cache
-   * entries and the traceback that hold it are dropped.
-   */
-  modelId?: string;
-  /**
-   * With `modelId`: delete these user variables first (the ones that name
-   * the model). Names that are not Python identifiers are left out, never
-   * put in code. The model then counts as stale.
-   */
-  deleteNames?: string[];
 }
 
 const OUT_ENTRY = /^Out\[(\d{1,9})\]$/;

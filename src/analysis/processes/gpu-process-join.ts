@@ -14,7 +14,10 @@
  * attribution.
  */
 import type { IGpuProcess, IGpuProcesses } from '../../protocol';
-import type { IServerKernel, IServerKernelsAnswer } from '../../server-kernels';
+import type {
+  IServerKernel,
+  IServerKernelsAnswer
+} from '../../server-kernel-types';
 import {
   GpuProcessKind,
   IDeviceTotals,

@@ -12,7 +12,7 @@
  * attribution.
  */
 import type { IGpuProcess, IGpuProcesses } from '../../protocol';
-import type { IServerSession } from '../../server-kernels';
+import type { IServerSession } from '../../server-kernel-types';
 
 /** What a process on the GPU is, for the user. */
 export type GpuProcessKind =

@@ -4,7 +4,7 @@
  * "On this GPU" table, the OOM toast and the commands.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
-import type { IServerSession } from '../../server-kernels';
+import type { IServerSession } from '../../server-kernel-types';
 import type { IKernelInfo } from './gpu-process-types';
 
 /** The last path segment: `work/a.ipynb` → `a.ipynb`. */

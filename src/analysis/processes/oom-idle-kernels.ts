@@ -4,7 +4,7 @@
  * table: the OOM toast and its details offer to shut them down.
  */
 import type { IGpuProcesses, IOom } from '../../protocol';
-import type { IServerKernelsAnswer } from '../../server-kernels';
+import type { IServerKernelsAnswer } from '../../server-kernel-types';
 import type { IKernelInfo, IKnownKernel } from './gpu-process-types';
 import { kernelOfPid } from './gpu-process-join';
 

@@ -26,7 +26,7 @@ import {
   kernelName,
   kernelStateLabel
 } from '../../analysis/processes/kernel-labels';
-import type { ServerKernelsState } from '../../server-kernels';
+import type { ServerKernelsState } from '../../server-kernel-types';
 import { EmptyState, SortHeader } from './common';
 
 /** Props of {@link GpuProcessesTable}. */
