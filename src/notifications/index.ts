@@ -17,9 +17,9 @@
  *   cleaned-toast.ts  what a clean cell freed           one per kernel, updated in place, hides after 8 s
  * ```
  *
- * Everything here but `toast-loader.ts` is one chunk that JupyterLab's
- * start does not load: `toast-loader.ts` loads it when the monitor's first
- * kernel model appears and hands the notifier what the models signalled meanwhile.
+ * Everything here but `toast-loader.ts` is one chunk that JupyterLab's start
+ * does not load: `toast-loader.ts` loads it when the monitor's first kernel
+ * model appears and hands the notifier what the models signalled meanwhile.
  *
  * Adding a toast = one rule file, one registry line ({@link TOAST_RULES}),
  * its setting (`IGpuSettings`, `DEFAULT_SETTINGS` and `schema/plugin.json`);

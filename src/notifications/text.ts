@@ -1,8 +1,8 @@
 /**
- * The toasts' texts, side by side (pure functions of the findings). Each
- * fits JupyterLab's 140-character toast ({@link MAX_TOAST}) by shortening a
- * list of names or a path first, and ends with "…" only as a last resort.
- * The OOM toast's text is `describeOom` in `analysis/oom/oom-diagnosis.ts`, next to the
+ * The toasts' texts, side by side (pure functions of the findings). Each fits
+ * JupyterLab's 140-character toast ({@link MAX_TOAST}) by shortening a list of
+ * names or a path first, and ends with "…" only as a last resort. The OOM
+ * toast's text is `describeOom` in `analysis/oom/oom-diagnosis.ts`, next to the
  * diagnosis it summarises.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';

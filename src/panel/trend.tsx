@@ -1,7 +1,7 @@
 /**
- * The leak trend as one sentence under the chart: the verdict of
- * `leakTrend` (src/analysis/memory/leak-trend.ts) on PyTorch's allocated memory, per
- * cell or inside a long cell. Pure: renders its props.
+ * The leak trend as one sentence under the chart: the verdict of `leakTrend`
+ * (src/analysis/memory/leak-trend.ts) on PyTorch's allocated memory, per cell
+ * or inside a long cell. Pure: renders its props.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';

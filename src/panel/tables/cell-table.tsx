@@ -1,9 +1,9 @@
 /**
  * The per-cell table: one row per execution with its duration, PyTorch's
- * allocated delta and peak (GPU kernels only) and the models the cell
- * created, from the rows `cellRows` (src/analysis/cells/cell-history.ts) computes; under
- * a cell that trained an Ultralytics model, a line with its epochs and the
- * peak per epoch (`cellEpochs`, src/analysis/cells/epochs.ts). Pure: renders its
+ * allocated delta and peak (GPU kernels only) and the models the cell created,
+ * from the rows `cellRows` (src/analysis/cells/cell-history.ts) computes; under
+ * a cell that trained an Ultralytics model, a line with its epochs and the peak
+ * per epoch (`cellEpochs`, src/analysis/cells/epochs.ts). Pure: renders its
  * props.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';

@@ -1,8 +1,8 @@
 /**
  * The graph holders table: variables that keep autograd graphs alive (the
  * `losses.append(loss)` leak) with how many graphs and bytes they keep and a
- * Fix… action, from the rows `graphRows` (src/analysis/memory/graph-holders.ts) computes.
- * Pure: renders its props and reports clicks through a callback.
+ * Fix… action, from the rows `graphRows` (src/analysis/memory/graph-holders.ts)
+ * computes. Pure: renders its props and reports clicks through a callback.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';

@@ -2,8 +2,8 @@
  * The "who holds VRAM" table: one row per live model (the holder paths that
  * keep it alive, its size, named or stale, and the Free / Delete… actions),
  * each followed by the rows of its parts (model copies, optimizer state,
- * tensors), from the rows `holderRows` (src/analysis/memory/holders.ts) computes.
- * Pure: renders its props and reports clicks through callbacks.
+ * tensors), from the rows `holderRows` (src/analysis/memory/holders.ts)
+ * computes. Pure: renders its props and reports clicks through callbacks.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';

@@ -1,7 +1,7 @@
 /**
  * The roots table: who holds the bytes, one row per root (a variable, the
- * output cache, the last traceback, nothing named), an "unattributed" row
- * and the total, from the summary `rootsSummary` (src/analysis/memory/holders.ts)
+ * output cache, the last traceback, nothing named), an "unattributed" row and
+ * the total, from the summary `rootsSummary` (src/analysis/memory/holders.ts)
  * computes. Pure: renders its props.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
