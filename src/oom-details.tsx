@@ -13,7 +13,7 @@ import { describeHolder, oomHolders } from './analysis/oom/oom-diagnosis';
 import { oomAdvice } from './analysis/oom/oom-advice';
 import type { IOom } from './protocol';
 // Its tables are styled as the VRAM panel's: loaded with the dialog.
-import '../style/panel';
+import '../style/panel.css';
 
 /** Props of {@link OomDetails}. */
 export interface IOomDetailsProps {
