@@ -260,14 +260,14 @@ clean:
 # scripts/gpu_check.py writes their rows to docs/gpu-check.md.
 #   make gpu-check [WHEELS=dir]   wheels for what the machine lacks (ipykernel, ultralytics...);
 #                                 REPORT=path instead of docs/gpu-check.md
-#   NODE=path CLEANUP_JS=path     node and a compiled src/analysis/cleanup.js where the project's
+#   NODE=path CLEANUP_JS=path     node and a compiled src/analysis/codegen/clean-cell.js where the project's
 #                                 tsc is missing; CLEAN_CELLS=dir for pre-generated clean cells;
 #   GPU_CHECK_ARGS=...            more options of scripts/gpu_check.py (--help); without a GPU,
 #                                 GPU_CHECK_ARGS="--device cpu --report /tmp/r.md" tries the
 #                                 plumbing on the cases' [cpu] variants
 #   make gpu-check-js             where tsc is: the browser's modules (cell generators, issue 12's
 #                                 views) and the node packages they load in .make/gpu-check/js,
-#                                 for CLEANUP_JS=.make/gpu-check/js/analysis/cleanup.js there
+#                                 for CLEANUP_JS=.make/gpu-check/js/analysis/codegen/clean-cell.js there
 .PHONY: gpu-check gpu-check-js
 gpu-check:
 	py=$$([ -x $(BIN)/python ] && echo $(BIN)/python || command -v python3)

@@ -53,7 +53,7 @@ const MARKERS = {
   'panel view': 'PanelContent', // src/panel/view.tsx's export
   toasts: "Don't warn again", // the toasts' buttons (src/notifications/actions.ts)
   findings: 'child-processes:other', // a finding's id (src/analysis/findings/child-processes.ts)
-  'clean cell': 'safe to re-run, also without it', // the clean cell's first line (src/analysis/cleanup.ts)
+  'clean cell': 'safe to re-run, also without it', // the clean cell's first line (src/analysis/codegen/clean-cell.ts)
   css: 'theme variables only', // the comment that opens style/base.css
   'panel css': "The VRAM panel's views", // the comment that opens style/panel.css
   plugins: `${NAME}:plugin`

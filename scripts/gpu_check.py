@@ -22,14 +22,16 @@ result); this script only
 - writes the environment table and the rows to ``--report`` (a hand-written part after a
   ``---`` line followed by ``## Context`` in an existing report is kept).
 
-The clean cells are made by the browser's own TypeScript generator (``src/analysis/cleanup.ts``),
+The clean cells are made by the browser's own TypeScript generator
+(``src/analysis/codegen/clean-cell.ts``),
 compiled to CommonJS and run through node (``--node``, ``--cleanup-js``; compiled with the
 project's tsc when neither is given), or read from ``--clean-cells DIR`` (files ``<key>.py``
 generated elsewhere from the inventories that ``--dump-inventories DIR`` saved on an earlier run:
 ``--generate-clean-cells INV OUT`` does that where node is). Issue 12's views (the join, the
-tooltip, the panel's table) run from the same compiled folder (``cleanup.js``'s parent's
-parent), which ``kernel_driver.compile_browser`` makes with the node packages they load, for a
-machine without node_modules: ``scripts/gpu_check.py --compile-js DIR`` where tsc is.
+tooltip, the panel's table) run from the same compiled folder (three levels above
+``analysis/codegen/clean-cell.js``), which ``kernel_driver.compile_browser`` makes with the
+node packages they load, for a machine without node_modules: ``scripts/gpu_check.py --compile-js
+DIR`` where tsc is.
 
 ``--device cpu`` runs the same groups' ``[cpu]`` variants instead (CUDA hidden from the kernels),
 to try the plumbing on a machine without GPU; the device-only tests then skip. Neither this script
@@ -171,8 +173,8 @@ def cleanup_module(args):
         return str(kd.compile_browser(ROOT / ".make" / "gpu-check" / "js"))
     except (OSError, subprocess.CalledProcessError) as exc:
         sys.exit(
-            f"cannot compile src/analysis/cleanup.ts here ({exc}): pass --cleanup-js "
-            "(a compiled cleanup.js) and --node, or --clean-cells DIR"
+            f"cannot compile src/analysis/codegen/clean-cell.ts here ({exc}): pass --cleanup-js "
+            "(a compiled clean-cell.js) and --node, or --clean-cells DIR"
         )
 
 
@@ -430,7 +432,9 @@ def parse_args():
     parser.add_argument("--log", help="full log (cells, outputs); default .make/gpu-check.log")
     parser.add_argument("--wheels", help="wheel folder for missing packages (installed offline)")
     parser.add_argument("--node", help="node binary for the clean-cell generator")
-    parser.add_argument("--cleanup-js", help="compiled src/analysis/cleanup.js (CommonJS)")
+    parser.add_argument(
+        "--cleanup-js", help="compiled src/analysis/codegen/clean-cell.js (CommonJS)"
+    )
     parser.add_argument("--clean-cells", help="folder of pre-generated clean cells <key>.py")
     parser.add_argument("--dump-inventories", help="save the inventories given to the generator")
     parser.add_argument(
@@ -443,7 +447,8 @@ def parse_args():
         "--compile-js",
         metavar="DIR",
         help="only compile the browser's modules into DIR (with the node packages they load: "
-        "a folder for --cleanup-js DIR/analysis/cleanup.js on a machine without node_modules) "
+        "a folder for --cleanup-js DIR/analysis/codegen/clean-cell.js on a machine without "
+        "node_modules) "
         "and exit",
     )
     parser.add_argument("--only", help="comma-separated subset of: " + ", ".join(CHECKS))

@@ -19,11 +19,12 @@ import { addCommands } from './commands';
 import { GpuMonitor } from './monitor';
 import { addGaugeToMenuArea } from './notebook7';
 // The toasts themselves (rules, texts, findings) load with the first kernel model.
-import { NotifierLoader } from './notifications/loader';
+import { NotifierLoader } from './notifications/toast-loader';
 // A small shell: the panel itself (views, recharts) loads lazily on first show.
 import { GpuPanel } from './panel/shell';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- needed at activation
-import { GaugeModel, GpuGauge } from './statusbar/gauge';
+import { GpuGauge } from './statusbar/gauge';
+import { GaugeModel } from './statusbar/gauge-model';
 import { DOMAIN, translateSettings } from './i18n';
 import { CommandIDs, IGpuMonitor } from './tokens';
 

@@ -6,7 +6,7 @@
  */
 import type { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
-import { cellMark, ICellMark } from './analysis/cells';
+import { cellMark, ICellMark } from './analysis/cells/cell-history';
 import type {
   IAgentError,
   ICleaned,

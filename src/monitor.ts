@@ -10,7 +10,7 @@ import type { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 import { AgentConnection } from './connection';
 import { GpuKernelModel } from './model';
-import { ServerKernels } from './serverkernels';
+import { ServerKernels } from './server-kernels';
 import { DEFAULT_SETTINGS, IGpuMonitor, IGpuSettings } from './tokens';
 
 /**

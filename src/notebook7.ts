@@ -6,7 +6,8 @@
  * the menus; the gauge goes just before them.
  */
 import type { JupyterFrontEnd } from '@jupyterlab/application';
-import type { GaugeModel, GpuGauge } from './statusbar/gauge';
+import type { GpuGauge } from './statusbar/gauge';
+import type { GaugeModel } from './statusbar/gauge-model';
 
 /** Rank of the gauge in the menu bar area (Notebook 7's kernel status: 10 010). */
 export const MENU_GAUGE_RANK = 10_005;

@@ -6,7 +6,10 @@ import type { NotebookPanel } from '@jupyterlab/notebook';
 import { Token } from '@lumino/coreutils';
 import type { ISignal } from '@lumino/signaling';
 import type { GpuKernelModel } from './model';
-import type { IServerKernelsAnswer, ServerKernelsState } from './serverkernels';
+import type {
+  IServerKernelsAnswer,
+  ServerKernelsState
+} from './server-kernel-types';
 
 /** Command ids. */
 export namespace CommandIDs {

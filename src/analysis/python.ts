@@ -1,8 +1,8 @@
 /**
  * What may reach generated Python code: plain names and one-line comments.
  * Small on purpose: the findings and the commands' `isEnabled` (JupyterLab's
- * start path) need these, while the cell generators (cleanup.ts and others)
- * load only when a command inserts a cell.
+ * start path) need these, while the cell generators (`codegen/`: the clean
+ * cell and others) load only when a command inserts a cell.
  */
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;

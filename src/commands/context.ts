@@ -8,7 +8,7 @@ import { Dialog, showDialog } from '@jupyterlab/apputils';
 import type { NotebookPanel } from '@jupyterlab/notebook';
 import type { Kernel } from '@jupyterlab/services';
 import type { CommandRegistry } from '@lumino/commands';
-import type { IActionCell } from '../actioncells';
+import type { IActionCell } from '../action-cells';
 import type { GpuKernelModel } from '../model';
 import type { IGpuMonitor } from '../tokens';
 import { insertCleanCell, type IInsertDeps } from './insert';

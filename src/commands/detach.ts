@@ -4,7 +4,10 @@
  */
 import { Notification } from '@jupyterlab/apputils';
 import { formatBytes, sumBytes } from '../analysis/format';
-import { canFixGraph, generateDetachCell } from '../analysis/graphs';
+import {
+  canFixGraph,
+  generateDetachCell
+} from '../analysis/memory/graph-holders';
 import type { GpuKernelModel } from '../model';
 import type { IGraphHolder, IInventory } from '../protocol';
 import { CommandIDs } from '../tokens';

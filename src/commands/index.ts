@@ -7,22 +7,22 @@
  * holds the GPU, after a dialog). One module per group; this one only
  * registers them.
  */
-import { addCleanCommand } from './clean';
+import { addCleanCommand } from './clean-gpu';
 import { commandContext, type ICommandDeps } from './context';
 import { addDetachCommand } from './detach';
 import { addInterruptCommand } from './interrupt';
-import { addModelCommands } from './models';
+import { addModelCommands } from './model-actions';
 import { addRestartCommand } from './restart';
 import { addShutdownCommand } from './shutdown';
-import { addTrainerCommand } from './trainer';
+import { addTrainerCommand } from './drop-trainer';
 import { addVariableCommands } from './variables';
-import { addWorkersCommand } from './workers';
+import { addWorkersCommand } from './drop-workers';
 
 export type { ICommandDeps } from './context';
 export { insertCleanCell } from './insert';
-export { namesToDelete } from './models';
+export { namesToDelete } from './model-actions';
 export { restartReturns } from './restart';
-export { trainerOwner } from './trainer';
+export { trainerOwner } from './drop-trainer';
 
 /**
  * Register the commands.

@@ -11,7 +11,7 @@ import {
   placeActionCell,
   replaceableCells,
   type IActionCell
-} from '../actioncells';
+} from '../action-cells';
 
 /** What {@link insertCleanCell} needs besides the notebook. */
 export interface IInsertDeps {
@@ -23,7 +23,7 @@ export interface IInsertDeps {
 /**
  * Insert an action's cell below the active cell of `panel`, and run it when
  * asked. The earlier cells of the same action that the user has not edited
- * are replaced, in one undoable step (see `actioncells.ts`): a second Clean
+ * are replaced, in one undoable step (see `action-cells.ts`): a second Clean
  * GPU leaves one clean cell, with the second run's output. A toast says so
  * when one of them was elsewhere in the notebook.
  *

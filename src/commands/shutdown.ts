@@ -6,11 +6,11 @@
  */
 import { Notification } from '@jupyterlab/apputils';
 import type { Kernel } from '@jupyterlab/services';
-import type { IServerKernel } from '../serverkernels';
+import type { IServerKernel } from '../server-kernel-types';
 import { CommandIDs } from '../tokens';
 import { shutdownArgs } from './args';
 import type { ICommandContext } from './context';
-import { chooseKernel, kernelState, kernelTitle, vramOf } from './kernelnames';
+import { chooseKernel, kernelState, kernelTitle, vramOf } from './kernel-names';
 
 /** The kernel of the server's last answer with id `id`; null when none or not a string. */
 function serverKernel(ctx: ICommandContext, id: unknown): IServerKernel | null {

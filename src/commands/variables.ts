@@ -9,7 +9,7 @@ import { formatBytes, sumBytes } from '../analysis/format';
 import {
   generateDeleteVariableCell,
   generateMoveToCpuCell
-} from '../analysis/tensorcells';
+} from '../analysis/codegen/tensor-cells';
 import type { IRootBytes } from '../protocol';
 import { CommandIDs } from '../tokens';
 import { variableArgs } from './args';

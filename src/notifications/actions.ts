@@ -11,8 +11,8 @@ import type { CommandRegistry } from '@lumino/commands';
 import type { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 import React from 'react';
 import { fixCommand, fixLabel, IFinding } from '../analysis/findings';
-import type { IOomKernels } from '../analysis/gpuprocesses';
-import { OomDetails } from '../oomdetails';
+import type { IOomKernels } from '../analysis/processes/oom-idle-kernels';
+import { OomDetails } from '../oom-details';
 import type { IOom } from '../protocol';
 import { CommandIDs, IGpuMonitor, IGpuSettings } from '../tokens';
 

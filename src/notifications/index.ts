@@ -3,23 +3,23 @@
  *
  * ```
  * notifications/
- *   loader.ts   NotifierLoader: loads this chunk when the first kernel model appears (start path)
- *   index.ts    GpuNotifier: follows the monitor's models, asks the rules, keeps the toasts
- *   rule.ts     IToastRule: per model event, the toasts that should exist (key, message, type, actions)
- *   toasts.ts   ToastBook: keyed raise / update in place / dismiss; remembers toasts the user closed
- *   actions.ts  ToastActions: one builder per button, captions taken from the commands
- *   text.ts     the toasts' texts (describeStacking, describeLeak, ...)
- *   stacked.ts  model instances stack up          one per kernel, updated in place
- *   findings.ts other warnings of the findings    one per kernel and kind, updated in place
- *   leak.ts     allocated memory climbs           one per kernel, quiet after close until the climb stops
- *   graphs.ts   a variable keeps autograd graphs  one per kernel and variable, ever
- *   oom.ts      a cell ran out of CUDA memory     one per kernel and cell
- *   cleaned.ts  what a clean cell freed           one per kernel, updated in place, hides after 8 s
+ *   toast-loader.ts   NotifierLoader: loads this chunk when the first kernel model appears (start path)
+ *   index.ts          GpuNotifier: follows the monitor's models, asks the rules, keeps the toasts
+ *   rule.ts           IToastRule: per model event, the toasts that should exist (key, message, type, actions)
+ *   toasts.ts         ToastBook: keyed raise / update in place / dismiss; remembers toasts the user closed
+ *   actions.ts        ToastActions: one builder per button, captions taken from the commands
+ *   text.ts           the toasts' texts (describeStacking, describeLeak, ...)
+ *   stacked-toast.ts  model instances stack up          one per kernel, updated in place
+ *   finding-toast.ts  other warnings of the findings    one per kernel and kind, updated in place
+ *   leak-toast.ts     allocated memory climbs           one per kernel, quiet after close until the climb stops
+ *   graph-toast.ts    a variable keeps autograd graphs  one per kernel and variable, ever
+ *   oom-toast.ts      a cell ran out of CUDA memory     one per kernel and cell
+ *   cleaned-toast.ts  what a clean cell freed           one per kernel, updated in place, hides after 8 s
  * ```
  *
- * Everything here but `loader.ts` is one chunk that JupyterLab's start does
- * not load: `loader.ts` loads it when the monitor's first kernel model
- * appears and hands the notifier what the models signalled meanwhile.
+ * Everything here but `toast-loader.ts` is one chunk that JupyterLab's start
+ * does not load: `toast-loader.ts` loads it when the monitor's first kernel
+ * model appears and hands the notifier what the models signalled meanwhile.
  *
  * Adding a toast = one rule file, one registry line ({@link TOAST_RULES}),
  * its setting (`IGpuSettings`, `DEFAULT_SETTINGS` and `schema/plugin.json`);
@@ -34,16 +34,16 @@ import type { GpuKernelModel } from '../model';
 import type { ICleaned, IInventory, IOom } from '../protocol';
 import type { IGpuMonitor, IGpuSettings } from '../tokens';
 import { ToastActions } from './actions';
-import { cleanedRule } from './cleaned';
-import { findingsRule } from './findings';
-import { graphsRule } from './graphs';
-import { leakRule } from './leak';
-import { oomRule } from './oom';
+import { cleanedRule } from './cleaned-toast';
+import { findingsRule } from './finding-toast';
+import { graphsRule } from './graph-toast';
+import { leakRule } from './leak-toast';
+import { oomRule } from './oom-toast';
 import type { IToastRule, RuleResult, ToastRuleFactory } from './rule';
-import { stackedRule } from './stacked';
+import { stackedRule } from './stacked-toast';
 import { ToastBook } from './toasts';
 
-export { findLeak } from '../analysis/leak';
+export { findLeak } from '../analysis/memory/leak';
 export {
   describeCleaned,
   describeGraphHolder,

@@ -1,8 +1,8 @@
 /**
- * The toasts' texts, side by side (pure functions of the findings). Each
- * fits JupyterLab's 140-character toast ({@link MAX_TOAST}) by shortening a
- * list of names or a path first, and ends with "…" only as a last resort.
- * The OOM toast's text is `describeOom` in `analysis/oom.ts`, next to the
+ * The toasts' texts, side by side (pure functions of the findings). Each fits
+ * JupyterLab's 140-character toast ({@link MAX_TOAST}) by shortening a list of
+ * names or a path first, and ends with "…" only as a last resort. The OOM
+ * toast's text is `describeOom` in `analysis/oom/oom-diagnosis.ts`, next to the
  * diagnosis it summarises.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
@@ -14,12 +14,12 @@ import {
   MAX_TOAST,
   sumBytes
 } from '../analysis/format';
-import type { IGraphRow } from '../analysis/graphs';
-import { namesModel } from '../analysis/findings/models';
+import type { IGraphRow } from '../analysis/memory/graph-holders';
+import { namesModel } from '../analysis/findings/user-models';
 import type { IFinding } from '../analysis/findings/types';
-import { holderNames, IStackedGroup } from '../analysis/stacking';
-import type { IProjection } from '../analysis/projection';
-import type { ILeakTrend } from '../analysis/trend';
+import { holderNames, IStackedGroup } from '../analysis/memory/stacking';
+import type { IProjection } from '../analysis/memory/projection';
+import type { ILeakTrend } from '../analysis/memory/leak-trend';
 import type { IAllocator, ICleaned, IModelInfo } from '../protocol';
 
 /** How the stacking text names a model's kind: YOLO for Ultralytics, else its class. */

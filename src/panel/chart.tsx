@@ -21,10 +21,10 @@ import {
   XAxis,
   YAxis
 } from 'recharts';
-import { downsampleMinMax } from '../analysis/downsample';
+import { downsampleMinMax } from '../analysis/memory/downsample';
 import { formatBytes, formatTimeLeft } from '../analysis/format';
 import { ChartRow, ICellMarker, SERIES, SeriesKey } from './data';
-import type { IEpochMark, IProjectionLine } from './projection';
+import type { IEpochMark, IProjectionLine } from './chart-marks';
 
 /** Most points handed to recharts. */
 export const MAX_CHART_POINTS = 500;

@@ -2,12 +2,16 @@
  * What the VRAM panel shows, as pure functions of a kernel model and the
  * settings (unit-tested without a DOM).
  */
-import { memoryBands } from '../analysis/bands';
+import { memoryBands } from '../analysis/memory/bands';
 import { factsOf, findings, IFinding } from '../analysis/findings';
-import { cellRows, ICellRow, nextExecutionCount } from '../analysis/cells';
-import type { SeriesRow } from '../analysis/downsample';
-import { epochsByCell, ICellEpochs } from '../analysis/epochs';
-import { graphRows, IGraphRow } from '../analysis/graphs';
+import {
+  cellRows,
+  ICellRow,
+  nextExecutionCount
+} from '../analysis/cells/cell-history';
+import type { SeriesRow } from '../analysis/memory/downsample';
+import { epochsByCell, ICellEpochs } from '../analysis/cells/epochs';
+import { graphRows, IGraphRow } from '../analysis/memory/graph-holders';
 import {
   DEFAULT_HOLDER_SORT,
   holderRows,
@@ -16,9 +20,9 @@ import {
   IRootsSummary,
   rootsSummary,
   tensorRows
-} from '../analysis/holders';
-import { projectFull } from '../analysis/projection';
-import { ILeakTrend, leakTrend } from '../analysis/trend';
+} from '../analysis/memory/holders';
+import { projectFull } from '../analysis/memory/projection';
+import { ILeakTrend, leakTrend } from '../analysis/memory/leak-trend';
 import type { AgentStatus, GpuKernelModel } from '../model';
 import type { ISample, ITensorInfo } from '../protocol';
 import type { IGpuSettings } from '../tokens';
@@ -27,7 +31,7 @@ import {
   IEpochMark,
   IProjectionLine,
   projectionLine
-} from './projection';
+} from './chart-marks';
 
 /** The chart's series, in drawing order. */
 export const SERIES = [

@@ -1,12 +1,12 @@
 /**
- * The leak trend as one sentence under the chart: the verdict of
- * `leakTrend` (src/analysis/trend.ts) on PyTorch's allocated memory, per
- * cell or inside a long cell. Pure: renders its props.
+ * The leak trend as one sentence under the chart: the verdict of `leakTrend`
+ * (src/analysis/memory/leak-trend.ts) on PyTorch's allocated memory, per cell
+ * or inside a long cell. Pure: renders its props.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
 import { formatBytes } from '../analysis/format';
-import type { ILeakTrend } from '../analysis/trend';
+import type { ILeakTrend } from '../analysis/memory/leak-trend';
 
 function cellLabel(count: number | null): string {
   return count === null ? '[*]' : `[${count}]`;

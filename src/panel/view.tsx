@@ -11,26 +11,26 @@ import { fixCommand, IFinding } from '../analysis/findings';
 import {
   DEFAULT_GPU_PROCESS_SORT,
   IGpuProcessSort
-} from '../analysis/gpuprocesses';
-import { DEFAULT_HOLDER_SORT, IHolderSort } from '../analysis/holders';
+} from '../analysis/processes/device-processes';
+import { DEFAULT_HOLDER_SORT, IHolderSort } from '../analysis/memory/holders';
 import type { GpuKernelModel } from '../model';
-import { gpuProcessesOf } from '../otherkernels';
+import { gpuProcessesOf } from '../other-kernels';
 import { CommandIDs, IGpuMonitor, IGpuSettings } from '../tokens';
 import { VramChart } from './chart';
 import { IPanelData, panelData } from './data';
-import { CellTable } from './tables/cells';
+import { CellTable } from './tables/cell-table';
 import { EmptyState } from './tables/common';
-import { FindingsTable } from './tables/findings';
+import { FindingsTable } from './tables/finding-table';
 import {
   GpuProcessesTable,
   IGpuProcessesTableProps
-} from './tables/gpuprocesses';
-import { GraphsTable } from './tables/graphs';
-import { HoldersTable } from './tables/holders';
-import { RootsTable } from './tables/roots';
+} from './tables/gpu-process-table';
+import { GraphsTable } from './tables/graph-table';
+import { HoldersTable } from './tables/holder-table';
+import { RootsTable } from './tables/root-table';
 // The views' styles load with them (style/index.css holds what the start path needs).
 import '../../style/panel.css';
-import { TensorsTable } from './tables/tensors';
+import { TensorsTable } from './tables/tensor-table';
 import { TrendSummary } from './trend';
 
 /** JupyterLab's command that opens a document, or reveals it when it is open. */

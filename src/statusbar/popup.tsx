@@ -9,9 +9,9 @@ import type { TranslationBundle } from '@jupyterlab/translation';
 import { VDomRenderer } from '@jupyterlab/ui-components';
 import type { CommandRegistry } from '@lumino/commands';
 import React from 'react';
-import { gpuProcessesOf } from '../otherkernels';
+import { gpuProcessesOf } from '../other-kernels';
 import { CommandIDs } from '../tokens';
-import type { GaugeModel } from './gauge';
+import type { GaugeModel } from './gauge-model';
 import { gaugeState, IGaugeState } from './state';
 
 /** DOM id of the popup's title (the dialog's accessible name refers to it). */

@@ -6,10 +6,10 @@
  * gauge's popup, and flattened into `tooltip` lines.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
-import { loadedFindings } from '../analysis/findings/loader';
-import { userModels } from '../analysis/findings/models';
+import { loadedFindings } from '../analysis/findings/rules-loader';
+import { userModels } from '../analysis/findings/user-models';
 import { formatBytes, isCudaDevice, sumBytes } from '../analysis/format';
-import type { IGpuProcessesJoin } from '../analysis/gpuprocesses';
+import type { IGpuProcessesJoin } from '../analysis/processes/gpu-process-types';
 import type { GpuKernelModel } from '../model';
 import type { ILimit, IModelInfo } from '../protocol';
 import type { IGpuSettings } from '../tokens';

@@ -6,13 +6,13 @@
  * tooltip).
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
-import { IMemoryBands, memoryBands } from '../analysis/bands';
+import { IMemoryBands, memoryBands } from '../analysis/memory/bands';
 import { formatBytes } from '../analysis/format';
+import { deviceKey } from '../analysis/processes/gpu-process-join';
 import {
-  deviceKey,
   IDeviceTotals,
   IGpuProcessesJoin
-} from '../analysis/gpuprocesses';
+} from '../analysis/processes/gpu-process-types';
 import type { GpuKernelModel } from '../model';
 import type { IDeviceSample, IModelInfo } from '../protocol';
 

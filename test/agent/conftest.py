@@ -135,7 +135,8 @@ def read_cells(case_id):
 
 @pytest.fixture(scope="session")
 def generate_clean_cell():
-    """The browser's clean-cell generator (``src/analysis/cleanup.ts``), run through node.
+    """The browser's clean-cell generator (``src/analysis/codegen/clean-cell.ts``), run through
+    node.
 
     Returns ``generate(inventory) -> str``: ``generateCleanCell(planClean(inventory))`` for an
     inventory message as the agent sent it, so these tests execute exactly the code the
@@ -147,7 +148,8 @@ def generate_clean_cell():
 @pytest.fixture(scope="session")
 def browser_cells(request):
     """``run(module, function, *args) -> str``: a cell generator of ``src/analysis/<module>.ts``
-    (``tensorcells``, ``workers``...) called through node with JSON arguments, so the tests run
+    (``tensor-cells``, ``drop-workers-cell``...) called through node with JSON arguments, so the
+    tests run
     the code the extension inserts. The compiled modules come from ``--cleanup-js``'s folder
     (a machine without the project's tsc, such as the GPU machine) or are compiled here; node is
     ``--node`` or the one on PATH. Skips without node, or without tsc and ``--cleanup-js``."""
@@ -191,7 +193,7 @@ DEVICES = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=
 def pytest_addoption(parser):
     group = parser.getgroup("gpu-hygiene", "acceptance cases and GPU truth (test/agent/checks.py)")
     group.addoption("--node", help="node binary for the browser's clean-cell generator")
-    group.addoption("--cleanup-js", help="compiled src/analysis/cleanup.js (CommonJS)")
+    group.addoption("--cleanup-js", help="compiled src/analysis/codegen/clean-cell.js (CommonJS)")
     group.addoption("--clean-cells", help="folder of clean cells <key>.py generated elsewhere")
     group.addoption("--dump-inventories", help="save the inventories given to the generator")
     group.addoption("--train-seconds", type=int, default=40, help="GPU training cell length")

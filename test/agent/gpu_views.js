@@ -30,7 +30,7 @@ const path = require('path');
 const Module = require('module');
 
 const root = path.resolve(process.argv[2]);
-// serverkernels.js loads @jupyterlab/services for its fetch only; the parse (serverkernels-schema.js) needs nothing of it
+// server-kernels.js loads @jupyterlab/services for its fetch only; the parse (server-kernels-schema.js) needs nothing of it
 const load = Module._load;
 Module._load = function (request, ...rest) {
   if (request === '@jupyterlab/services') {
@@ -42,17 +42,18 @@ const compiled = file => require(path.join(root, file));
 const fromRoot = name => require(require.resolve(name, { paths: [root] }));
 
 const { parseKernelMessage } = compiled('protocol.js');
-const { parseServerKernels } = compiled('serverkernels-schema.js');
+const { parseServerKernels } = compiled('server-kernels-schema.js');
 const { GpuKernelModel } = compiled('model.js');
 const { DEFAULT_SETTINGS } = compiled('tokens.js');
-const { deviceKey, DEFAULT_GPU_PROCESS_SORT } = compiled(
-  'analysis/gpuprocesses.js'
+const { deviceKey } = compiled('analysis/processes/gpu-process-join.js');
+const { DEFAULT_GPU_PROCESS_SORT } = compiled(
+  'analysis/processes/device-processes.js'
 );
-const { gpuProcessesOf } = compiled('otherkernels.js');
+const { gpuProcessesOf } = compiled('other-kernels.js');
 const { gaugeState } = compiled('statusbar/state.js');
 // the findings' rules are a lazy chunk in the app; the gauge shows them once loaded
-const { loadFindings } = compiled('analysis/findings/loader.js');
-const { GpuProcessesTable } = compiled('panel/tables/gpuprocesses.js');
+const { loadFindings } = compiled('analysis/findings/rules-loader.js');
+const { GpuProcessesTable } = compiled('panel/tables/gpu-process-table.js');
 const React = fromRoot('react');
 const { renderToStaticMarkup } = fromRoot('react-dom/server');
 

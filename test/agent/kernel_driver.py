@@ -524,23 +524,28 @@ def holder_names(model, kind=None):
 
 
 # the browser's cell generators (the clean cell, the variable actions, the drop-workers cell)
-CELL_SOURCES = ("src/analysis/cleanup.ts", "src/analysis/tensorcells.ts", "src/analysis/workers.ts")
+CELL_SOURCES = (
+    "src/analysis/codegen/clean-cell.ts",
+    "src/analysis/codegen/tensor-cells.ts",
+    "src/analysis/codegen/drop-workers-cell.ts",
+)
 # issue 12's views as the app computes them: the message validation, the model, the join with
-# the server's kernels (otherkernels.ts, as the gauge and the panel call it), the gauge's
+# the server's kernels (other-kernels.ts, as the gauge and the panel call it), the gauge's
 # tooltip, the panel's "On this GPU" table (React)
 VIEW_SOURCES = (
     "src/protocol.ts",
-    "src/serverkernels.ts",
-    "src/serverkernels-schema.ts",
+    "src/server-kernels.ts",
+    "src/server-kernels-schema.ts",
     "src/model.ts",
     "src/tokens.ts",
-    "src/analysis/gpuprocesses.ts",
-    "src/otherkernels.ts",
+    "src/analysis/processes/gpu-process-join.ts",
+    "src/analysis/processes/device-processes.ts",
+    "src/other-kernels.ts",
     "src/statusbar/state.ts",
-    "src/panel/tables/gpuprocesses.tsx",
+    "src/panel/tables/gpu-process-table.tsx",
 )
 # the node packages those compiled modules load (besides the stub of @jupyterlab/services that
-# gpu_views.js installs: serverkernels.ts needs it for its fetch only), copied next to them by
+# gpu_views.js installs: server-kernels.ts needs it for its fetch only), copied next to them by
 # compile_browser for a machine without node_modules
 RUNTIME_PACKAGES = (
     "zod",
@@ -572,10 +577,11 @@ def _tsc(out_dir, sources, tsc=None):
 
 def compile_cleanup(out_dir, tsc=None):
     """Compile the browser's cell generators to CommonJS under ``out_dir`` with the project's
-    tsc: the clean cell (``src/analysis/cleanup.ts`` and what it imports), the variable
-    actions' cells (``tensorcells.ts``) and the drop-workers cell (``workers.ts``); returns the
-    path of ``analysis/cleanup.js`` (the others lie next to it)."""
-    return _tsc(out_dir, CELL_SOURCES, tsc) / "analysis" / "cleanup.js"
+    tsc: the clean cell (``src/analysis/codegen/clean-cell.ts`` and what it imports), the variable
+    actions' cells (``tensor-cells.ts``) and the drop-workers cell (``drop-workers-cell.ts``);
+    returns the
+    path of ``analysis/codegen/clean-cell.js`` (the others lie next to it)."""
+    return _tsc(out_dir, CELL_SOURCES, tsc) / "analysis" / "codegen" / "clean-cell.js"
 
 
 def _runtime_file(path):
@@ -616,16 +622,17 @@ def copy_runtime_packages(out_dir, modules=None):
 def compile_browser(out_dir, tsc=None):
     """``compile_cleanup`` and issue 12's views (``VIEW_SOURCES``) in one folder that runs on a
     machine without node_modules (the GPU check's ``--cleanup-js``): the node packages the
-    compiled modules load are copied next to them. Returns the path of ``analysis/cleanup.js``;
-    ``gpu_views`` takes the folder (its parent's parent)."""
+    compiled modules load are copied next to them. Returns the path of
+    ``analysis/codegen/clean-cell.js``;
+    ``gpu_views`` takes the folder (three levels up)."""
     out = _tsc(out_dir, CELL_SOURCES + VIEW_SOURCES, tsc)
     copy_runtime_packages(out)
-    return out / "analysis" / "cleanup.js"
+    return out / "analysis" / "codegen" / "clean-cell.js"
 
 
 def views_folder(cleanup_js):
-    """The compiled folder of a ``cleanup.js`` (``<folder>/analysis/cleanup.js``)."""
-    return Path(cleanup_js).resolve().parent.parent
+    """The compiled folder of a ``clean-cell.js`` (``<folder>/analysis/codegen/clean-cell.js``)."""
+    return Path(cleanup_js).resolve().parent.parent.parent
 
 
 def gpu_views(folder, node="node"):
@@ -664,7 +671,8 @@ _GENERATE = (
 )
 
 
-# the shape every generated clean cell keeps (src/analysis/cleanup.ts: MAX_CELL_LINES, PEP 8)
+# the shape every generated clean cell keeps (src/analysis/codegen/clean-cell.ts: MAX_CELL_LINES,
+# PEP 8)
 CELL_LINES = 25
 CELL_WIDTH = 79
 
@@ -687,7 +695,7 @@ def comment_text(cell):
 
 def clean_cell_generator(module, node="node"):
     """``generate(inventory, **options) -> str``: ``generateCleanCell(planClean(inventory,
-    options))`` of the compiled ``cleanup.js`` at ``module``, run through ``node`` (no Python
+    options))`` of the compiled ``clean-cell.js`` at ``module``, run through ``node`` (no Python
     copy of the generator). ``options`` are planClean's (the panel's "free" and "delete…")."""
 
     module = Path(module).resolve()  # require() takes a relative path for a package name

@@ -2,7 +2,8 @@
 
 Issue 17, item 3: a displayed tensor is held by ``_``, ``__``, ``___``, ``_N`` and ``Out[N]``; the
 agent attributes its bytes to the first root walked (usually a slot ``_``, which does not say
-which cell it is). The browser's unrestricted plan (``planClean`` in ``src/analysis/cleanup.ts``)
+which cell it is). The browser's unrestricted plan (``planClean`` in
+``src/analysis/codegen/clean-cell.ts``)
 drops every output-cache entry whose root holds CUDA bytes, and for the slots the ``Out`` entries
 that are their values. Here the tensors are on the CPU; the inventory's output roots are relabelled
 ``cuda:0`` before the generator sees them, so the very cell the extension would insert on a GPU

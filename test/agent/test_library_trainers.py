@@ -180,7 +180,7 @@ def test_hugging_face_trainer_is_an_owner_and_its_fixes_free_what_they_say(
     # the browser's fix, "Delete trainer…" of the variable (the model stays): its cell
     before = s.live()
     delete = browser_cells(
-        "tensorcells", "generateDeleteVariableCell", "trainer", trainer_root["sole"]
+        "tensor-cells", "generateDeleteVariableCell", "trainer", trainer_root["sole"]
     )
     after = s.cell("trainer deleted, model kept", delete)
     assert before - s.live() == freed

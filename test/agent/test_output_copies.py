@@ -2,7 +2,8 @@
 IPython's hidden copies (``_``, ``__``, ``___``, ``_N``, ``Out[N]``, after ``del Out[N]`` and
 ``%reset -f out``), and user variables holding CUDA tensors outside models (shared storage
 shown as shared). The facts (``cells``, ``sole``, ``shared``), then the very cells the browser
-generates (``src/analysis/cleanup.ts``, ``src/analysis/tensorcells.ts``, through node) run in
+generates (``src/analysis/codegen/clean-cell.ts``, ``src/analysis/codegen/tensor-cells.ts``, through
+node) run in
 the kernel: what they free is checked with weak references and, on CUDA, against torch's
 allocated bytes (within 1 MiB).
 
@@ -154,7 +155,7 @@ def test_reset_out_leaves_hidden_copies_that_clean_drops(device, session, clean_
 @on_both
 def test_cuda_tensor_containers_share_storage_and_move_or_delete(device, session, browser_cells):
     def generate(function, *args):
-        return browser_cells("tensorcells", function, *args)
+        return browser_cells("tensor-cells", function, *args)
 
     s = start(session)
     _, inventory = s.run(

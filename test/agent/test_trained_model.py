@@ -189,12 +189,14 @@ def test_a_hand_written_trainer_is_an_owner_object_the_committed_fixture(new_ker
 
 
 # --------------------------------------------------------------------------------------------
-# "Drop the finished trainer, keep the model" (src/analysis/trainer.ts), on both devices
+# "Drop the finished trainer, keep the model" (src/analysis/codegen/drop-trainer-cell.ts), on both
+# devices
 
 
-# The drop-trainer cell as the browser generates it for `model` (src/analysis/trainer.ts); jest
-# (test/unit/trainer.spec.ts) checks that the generator still writes this file byte for byte,
-# so this test runs the extension's own code without node (the GPU check's machine has none).
+# The drop-trainer cell as the browser generates it for `model`
+# (src/analysis/codegen/drop-trainer-cell.ts); jest (test/unit/drop-trainer-cell.spec.ts) checks
+# that the generator still writes this file byte for byte, so this test runs the extension's own
+# code without node (the GPU check's machine has none).
 DROP_TRAINER_CELL = FIXTURES / "drop_trainer_cell_model.py"
 
 

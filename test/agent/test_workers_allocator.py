@@ -6,7 +6,8 @@
   ``empty_cache()``;
 - the ``children`` fact: DataLoader workers (``num_workers=2``) kept by a persistent loader and
   by an iterator left half consumed; the drop-workers cell the browser generates
-  (``src/analysis/workers.ts`` through node) shuts them down and the inventory shows them gone
+  (``src/analysis/codegen/drop-workers-cell.ts`` through node) shuts them down and the inventory
+  shows them gone
   within 5 s."""
 
 import os
@@ -100,10 +101,10 @@ def test_allocator_fact_matches_memory_stats(device, session, check):
 @pytest.fixture(scope="module")
 def drop_cell(browser_cells):
     """``generate(names, workers) -> str``: the browser's ``generateDropWorkersCell``
-    (``src/analysis/workers.ts``, through node: the ``browser_cells`` fixture)."""
+    (``src/analysis/codegen/drop-workers-cell.ts``, through node: the ``browser_cells`` fixture)."""
 
     def generate(names, workers):
-        return browser_cells("workers", "generateDropWorkersCell", list(names), workers)
+        return browser_cells("drop-workers-cell", "generateDropWorkersCell", list(names), workers)
 
     return generate
 

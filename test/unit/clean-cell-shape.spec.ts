@@ -1,6 +1,6 @@
 /**
  * The clean cell's shape over every kind of plan the generator is given
- * (`cleanplans.ts`: the unit fixtures and the real kernels' inventories):
+ * (`clean-plans.ts`: the unit fixtures and the real kernels' inventories):
  * at most 25 lines, every line within 79 columns, and the compact
  * signature still names every output-cache entry, hidden copy and variable
  * the plan drops.
@@ -9,9 +9,9 @@ import {
   generateCleanCell,
   MAX_CELL_LINES,
   type ICleanPlan
-} from '../../src/analysis/cleanup';
+} from '../../src/analysis/codegen/clean-cell';
 import { CLEAN_MARKER } from '../../src/protocol';
-import { representativePlans } from './cleanplans';
+import { representativePlans } from './clean-plans';
 
 const plans = representativePlans();
 const kinds = [...new Set(plans.map(p => p.kind))];

@@ -16,8 +16,8 @@ import {
   IGpuMonitor,
   IGpuSettings
 } from '../../src/tokens';
-import { DETACH_MARKER } from '../../src/analysis/graphs';
-import { DROP_TRAINER_MARKER } from '../../src/analysis/trainer';
+import { DETACH_MARKER } from '../../src/analysis/memory/graph-holders';
+import { DROP_TRAINER_MARKER } from '../../src/analysis/codegen/drop-trainer-cell';
 import {
   c01Inventory,
   c08Inventory,

@@ -1,4 +1,7 @@
-import { downsampleMinMax, SeriesRow } from '../../src/analysis/downsample';
+import {
+  downsampleMinMax,
+  SeriesRow
+} from '../../src/analysis/memory/downsample';
 
 type Row = SeriesRow<'a' | 'b'>;
 

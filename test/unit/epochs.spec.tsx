@@ -1,15 +1,15 @@
 import { nullTranslator } from '@jupyterlab/translation';
 import { render } from '@testing-library/react';
 import React from 'react';
-import { cellRows, ICellMark } from '../../src/analysis/cells';
+import { cellRows, ICellMark } from '../../src/analysis/cells/cell-history';
 import {
   cellEpochs,
   epochsByCell,
   sawAllEpochs
-} from '../../src/analysis/epochs';
+} from '../../src/analysis/cells/epochs';
 import { GpuKernelModel } from '../../src/model';
 import { panelData } from '../../src/panel/data';
-import { CellTable } from '../../src/panel/tables/cells';
+import { CellTable } from '../../src/panel/tables/cell-table';
 import { ISample, parseKernelMessage } from '../../src/protocol';
 import { DEFAULT_SETTINGS } from '../../src/tokens';
 import { c01Inventory } from './fixtures';

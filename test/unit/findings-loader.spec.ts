@@ -1,5 +1,5 @@
 /**
- * The findings' rules are a lazy chunk (src/analysis/findings/loader.ts):
+ * The findings' rules are a lazy chunk (src/analysis/findings/rules-loader.ts):
  * the gauge's state before they load, and the gauge rendering again when
  * they are there. Each test runs in a module registry of its own, so the
  * rules are not yet loaded there (test/unit/preload.ts loads them for the
@@ -11,9 +11,9 @@ const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
 const GiB = 2 ** 30;
 
 type Modules = {
-  loader: typeof import('../../src/analysis/findings/loader');
+  loader: typeof import('../../src/analysis/findings/rules-loader');
   state: typeof import('../../src/statusbar/state');
-  gauge: typeof import('../../src/statusbar/gauge');
+  gauge: typeof import('../../src/statusbar/gauge-model');
   model: typeof import('../../src/model');
   fixtures: typeof import('./fixtures');
   tokens: typeof import('../../src/tokens');
@@ -23,9 +23,9 @@ async function fresh(): Promise<Modules> {
   let modules: Modules | null = null;
   await jest.isolateModulesAsync(async () => {
     modules = {
-      loader: await import('../../src/analysis/findings/loader'),
+      loader: await import('../../src/analysis/findings/rules-loader'),
       state: await import('../../src/statusbar/state'),
-      gauge: await import('../../src/statusbar/gauge'),
+      gauge: await import('../../src/statusbar/gauge-model'),
       model: await import('../../src/model'),
       fixtures: await import('./fixtures'),
       tokens: await import('../../src/tokens')
@@ -92,7 +92,7 @@ describe('the findings chunk', () => {
       jest.doMock(index, () => {
         throw new Error('chunk failed to load');
       });
-      const loader = await import('../../src/analysis/findings/loader');
+      const loader = await import('../../src/analysis/findings/rules-loader');
       const first = loader.loadFindings();
       // asked twice while it loads: the same attempt
       expect(loader.loadFindings()).toBe(first);

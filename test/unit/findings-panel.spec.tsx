@@ -6,9 +6,9 @@ import React from 'react';
 import { findings, IFinding } from '../../src/analysis/findings';
 import { GpuKernelModel } from '../../src/model';
 import { GpuNotifier } from '../../src/notifications';
-import { cleanedCounts } from '../../src/notifications/cleaned';
+import { cleanedCounts } from '../../src/notifications/cleaned-toast';
 import type { ICleaned } from '../../src/protocol';
-import { FindingsTable } from '../../src/panel/tables/findings';
+import { FindingsTable } from '../../src/panel/tables/finding-table';
 import { gaugeState } from '../../src/statusbar/state';
 import { DEFAULT_SETTINGS } from '../../src/tokens';
 import {

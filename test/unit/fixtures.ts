@@ -19,7 +19,7 @@ import type {
   IServerKernel,
   IServerKernelsAnswer,
   ServerKernelsState
-} from '../../src/serverkernels';
+} from '../../src/server-kernel-types';
 import {
   DEFAULT_SETTINGS,
   IGpuMonitor,

@@ -5,7 +5,7 @@ import {
   floorWindows,
   IFloorPoint,
   windowWidth
-} from '../../src/analysis/floor';
+} from '../../src/analysis/memory/floor';
 
 const MiB = 2 ** 20;
 

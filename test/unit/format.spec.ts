@@ -2,6 +2,7 @@ import {
   formatBytes,
   formatDelta,
   formatDuration,
+  formatIdle,
   formatPlacement,
   listNames,
   sumBytes
@@ -89,5 +90,16 @@ describe('listNames', () => {
     expect(listNames(['a', 'b'], 2)).toBe('a, b');
     expect(listNames([], 3)).toBe('');
     expect(listNames(['Out[2]', '_2', '__'], 1)).toBe('Out[2] +2');
+  });
+});
+
+describe('formatIdle', () => {
+  it('is coarse', () => {
+    expect(formatIdle(40.7)).toBe('40 s');
+    expect(formatIdle(25 * 60 + 3)).toBe('25 min');
+    expect(formatIdle(2 * 3600 + 5 * 60)).toBe('2 h 05 min');
+    expect(formatIdle(3 * 86400 + 4 * 3600)).toBe('3 d 4 h');
+    expect(formatIdle(null)).toBe('—');
+    expect(formatIdle(-1)).toBe('—');
   });
 });

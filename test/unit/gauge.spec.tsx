@@ -4,11 +4,8 @@ import { Widget } from '@lumino/widgets';
 import { act, render, screen, within } from '@testing-library/react';
 import React from 'react';
 import { GpuKernelModel } from '../../src/model';
-import {
-  GaugeComponent,
-  GaugeModel,
-  GpuGauge
-} from '../../src/statusbar/gauge';
+import { GaugeComponent, GpuGauge } from '../../src/statusbar/gauge';
+import { GaugeModel } from '../../src/statusbar/gauge-model';
 import { GaugeDetails } from '../../src/statusbar/popup';
 import { gaugeState, levelOf } from '../../src/statusbar/state';
 import { CommandIDs, DEFAULT_SETTINGS } from '../../src/tokens';

@@ -5,7 +5,7 @@ import {
   modelKind,
   rootsSummary,
   tensorRows
-} from '../../src/analysis/holders';
+} from '../../src/analysis/memory/holders';
 import type { IInventory } from '../../src/protocol';
 import { c01Inventory, c08Inventory, held, yolo } from './fixtures';
 

@@ -1,7 +1,7 @@
 import { nullTranslator } from '@jupyterlab/translation';
 import type { IFinding } from '../../src/analysis/findings';
-import { leakHolder } from '../../src/analysis/leak';
-import type { ILeakTrend } from '../../src/analysis/trend';
+import { leakHolder } from '../../src/analysis/memory/leak';
+import type { ILeakTrend } from '../../src/analysis/memory/leak-trend';
 import { describeLeak } from '../../src/notifications/text';
 
 const MiB = 2 ** 20;

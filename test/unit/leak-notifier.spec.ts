@@ -6,7 +6,7 @@ import { describeLeak, findLeak, GpuNotifier } from '../../src/notifications';
 import type { ISample } from '../../src/protocol';
 import { DEFAULT_SETTINGS } from '../../src/tokens';
 import { c01Inventory, graphHolder, OneModelMonitor } from './fixtures';
-import * as shapes from './leakshapes';
+import * as shapes from './leak-shape-cells';
 
 const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
 const MiB = 2 ** 20;

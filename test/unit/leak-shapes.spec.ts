@@ -1,8 +1,8 @@
 /**
  * Issue 15, item 1: the leak toast inside a running cell, from the samples
- * alone, on synthetic cells whose shapes follow what training does to
- * PyTorch's allocated memory (test/unit/leakshapes.ts): each runs through a
- * kernel model and the real notifier, sample after sample.
+ * alone, on synthetic cells whose shapes follow what training does to PyTorch's
+ * allocated memory (test/unit/leak-shape-cells.ts): each runs through a kernel
+ * model and the real notifier, sample after sample.
  *
  * The goal: at a steady climb, a toast within max(10 s, 3 epochs) of the
  * climb's start (0.5 s into these cells, after the model load); none for a
@@ -15,7 +15,7 @@
  * same leaks toasted 29–49 s into the cell or not at all, and the 4 s
  * warm-up toasted at 7.3 s when sampled at 4 Hz.
  */
-import * as S from './leakshapes';
+import * as S from './leak-shape-cells';
 
 const SEEDS = [1, 2, 3];
 

@@ -1,4 +1,4 @@
-import { findLeak } from '../../src/analysis/leak';
+import { findLeak } from '../../src/analysis/memory/leak';
 import { GpuKernelModel } from '../../src/model';
 import type { IDeviceSample, ISample } from '../../src/protocol';
 import { DEFAULT_SETTINGS } from '../../src/tokens';

@@ -11,7 +11,8 @@ import {
   MENU_GAUGE_ID,
   MENU_GAUGE_RANK
 } from '../../src/notebook7';
-import { GaugeModel, GpuGauge } from '../../src/statusbar/gauge';
+import { GpuGauge } from '../../src/statusbar/gauge';
+import { GaugeModel } from '../../src/statusbar/gauge-model';
 import { OneModelMonitor } from './fixtures';
 
 const trans = nullTranslator.load('jupyterlab_gpu_hygiene');

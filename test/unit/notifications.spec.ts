@@ -1,7 +1,7 @@
 import { Notification } from '@jupyterlab/apputils';
 import { nullTranslator } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
-import { findStackedModels } from '../../src/analysis/stacking';
+import { findStackedModels } from '../../src/analysis/memory/stacking';
 import { GpuKernelModel } from '../../src/model';
 import {
   describeCleaned,

@@ -9,17 +9,16 @@ import { CommandRegistry } from '@lumino/commands';
 import { fireEvent, render, screen } from '@testing-library/react';
 import React from 'react';
 import { addCommands } from '../../src/commands';
-import {
-  DEFAULT_GPU_PROCESS_SORT,
-  IGpuProcessesJoin,
-  joinGpuProcesses
-} from '../../src/analysis/gpuprocesses';
-import { DEFAULT_HOLDER_SORT } from '../../src/analysis/holders';
-import { gpuProcessesOf } from '../../src/otherkernels';
+import { DEFAULT_GPU_PROCESS_SORT } from '../../src/analysis/processes/device-processes';
+import { joinGpuProcesses } from '../../src/analysis/processes/gpu-process-join';
+import { IGpuProcessesJoin } from '../../src/analysis/processes/gpu-process-types';
+import { DEFAULT_HOLDER_SORT } from '../../src/analysis/memory/holders';
+import { gpuProcessesOf } from '../../src/other-kernels';
 import { panelData } from '../../src/panel/data';
-import { GpuProcessesTable } from '../../src/panel/tables/gpuprocesses';
+import { GpuProcessesTable } from '../../src/panel/tables/gpu-process-table';
 import { PanelContent } from '../../src/panel/view';
-import { GaugeModel, GpuGauge } from '../../src/statusbar/gauge';
+import { GpuGauge } from '../../src/statusbar/gauge';
+import { GaugeModel } from '../../src/statusbar/gauge-model';
 import { gaugeState } from '../../src/statusbar/state';
 import { CommandIDs, DEFAULT_SETTINGS } from '../../src/tokens';
 import { gpuSample, OneModelMonitor } from './fixtures';

@@ -3,15 +3,19 @@ import { nullTranslator } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
 import { render } from '@testing-library/react';
 import React from 'react';
-import { describeOom, isFragmented, oomHolders } from '../../src/analysis/oom';
+import {
+  describeOom,
+  isFragmented,
+  oomHolders
+} from '../../src/analysis/oom/oom-diagnosis';
 import {
   oomAdvice,
   parseVersion,
   versionAtLeast
-} from '../../src/analysis/oomadvice';
+} from '../../src/analysis/oom/oom-advice';
 import { GpuKernelModel } from '../../src/model';
 import { GpuNotifier } from '../../src/notifications';
-import { OomDetails } from '../../src/oomdetails';
+import { OomDetails } from '../../src/oom-details';
 import { oomMessage, OneModelMonitor } from './fixtures';
 
 jest.mock('@jupyterlab/apputils', () => ({

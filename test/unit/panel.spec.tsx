@@ -4,19 +4,19 @@ import React from 'react';
 import { GpuKernelModel } from '../../src/model';
 import { MAX_CHART_POINTS, VramChart } from '../../src/panel/chart';
 import { panelData } from '../../src/panel/data';
-import { CellTable } from '../../src/panel/tables/cells';
-import { GraphsTable } from '../../src/panel/tables/graphs';
-import { HoldersTable } from '../../src/panel/tables/holders';
-import { RootsTable } from '../../src/panel/tables/roots';
-import { TensorsTable } from '../../src/panel/tables/tensors';
+import { CellTable } from '../../src/panel/tables/cell-table';
+import { GraphsTable } from '../../src/panel/tables/graph-table';
+import { HoldersTable } from '../../src/panel/tables/holder-table';
+import { RootsTable } from '../../src/panel/tables/root-table';
+import { TensorsTable } from '../../src/panel/tables/tensor-table';
 import { TrendSummary } from '../../src/panel/trend';
 import { noGpuCause, PanelContent } from '../../src/panel/view';
-import { graphRows } from '../../src/analysis/graphs';
+import { graphRows } from '../../src/analysis/memory/graph-holders';
 import {
   DEFAULT_HOLDER_SORT,
   holderRows,
   rootsSummary
-} from '../../src/analysis/holders';
+} from '../../src/analysis/memory/holders';
 import { DEFAULT_SETTINGS } from '../../src/tokens';
 import {
   c01Inventory,
@@ -25,7 +25,7 @@ import {
   h200Hello,
   held
 } from './fixtures';
-import * as shapes from './leakshapes';
+import * as shapes from './leak-shape-cells';
 
 // Record what the chart hands to recharts, and still render the real chart.
 const chartData: unknown[][] = [];

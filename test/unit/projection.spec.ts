@@ -1,16 +1,16 @@
 import { nullTranslator } from '@jupyterlab/translation';
-import { nextExecutionCount } from '../../src/analysis/cells';
+import { nextExecutionCount } from '../../src/analysis/cells/cell-history';
 import { formatTimeLeft } from '../../src/analysis/format';
 import {
   PROJECTION_HORIZON_S,
   projectFull,
   roomOf
-} from '../../src/analysis/projection';
-import type { ILeakTrend } from '../../src/analysis/trend';
+} from '../../src/analysis/memory/projection';
+import type { ILeakTrend } from '../../src/analysis/memory/leak-trend';
 import { describeLeak } from '../../src/notifications/text';
-import { epochMarks, projectionLine } from '../../src/panel/projection';
+import { epochMarks, projectionLine } from '../../src/panel/chart-marks';
 import type { IDeviceSample, ISample } from '../../src/protocol';
-import { deviceSample } from './leakshapes';
+import { deviceSample } from './leak-shape-cells';
 
 const GiB = 2 ** 30;
 const trans = nullTranslator.load('jupyterlab_gpu_hygiene');

@@ -9,8 +9,8 @@
  * recording marks epochs), what it projected, and when the cell really
  * ended or ran out of memory.
  */
-import { findLeak } from '../../src/analysis/leak';
-import { projectFull } from '../../src/analysis/projection';
+import { findLeak } from '../../src/analysis/memory/leak';
+import { projectFull } from '../../src/analysis/memory/projection';
 import { GpuKernelModel } from '../../src/model';
 import { parseKernelMessage } from '../../src/protocol';
 import { DEFAULT_SETTINGS, IGpuSettings } from '../../src/tokens';

@@ -19,7 +19,7 @@ import {
   leakTimeline,
   parseRecording
 } from './recording-timeline';
-import * as S from './leakshapes';
+import * as S from './leak-shape-cells';
 
 const FOLDER = path.join(__dirname, '..', 'recordings');
 

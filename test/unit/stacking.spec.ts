@@ -2,7 +2,7 @@ import {
   findStackedModels,
   stackingKey,
   stackingSignature
-} from '../../src/analysis/stacking';
+} from '../../src/analysis/memory/stacking';
 import { c01Inventory, yolo } from './fixtures';
 
 describe('findStackedModels', () => {

@@ -1,14 +1,18 @@
 /**
  * Graph holder: a user variable that keeps autograd graphs alive
  * (`losses.append(loss)`), from `inventory.graphs` with the thresholds of
- * `../graphs.ts`: warning at ≥ `GRAPH_WARN_BYTES` (64 MiB) on one CUDA
- * device, else info; none below `GRAPH_FIX_MIN_BYTES` (1 MiB: a few scalar
- * losses, harmless). Fix: "Fix…" (ask, then detach) where `canFixGraph`
- * allows it, else no button. Its toast stays the graph-holder rule's
- * (`notifications/graphs.ts`).
+ * `../memory/graph-holders.ts`: warning at ≥ `GRAPH_WARN_BYTES` (64 MiB) on one
+ * CUDA device, else info; none below `GRAPH_FIX_MIN_BYTES` (1 MiB: a few scalar
+ * losses, harmless). Fix: "Fix…" (ask, then detach) where `canFixGraph` allows
+ * it, else no button. Its toast stays the graph-holder rule's
+ * (`notifications/graph-toast.ts`).
  */
 import { formatBytes } from '../format';
-import { GRAPH_FIX_MIN_BYTES, graphRows, GRAPH_WARN_BYTES } from '../graphs';
+import {
+  GRAPH_FIX_MIN_BYTES,
+  graphRows,
+  GRAPH_WARN_BYTES
+} from '../memory/graph-holders';
 import type { FindingRule, IFinding } from './types';
 
 /** The graph-holder rule: one finding per graph holder. */

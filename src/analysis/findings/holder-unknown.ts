@@ -4,7 +4,7 @@
  * they are neither stale nor unreachable and nothing is offered. Info.
  */
 import { formatBytes, sumBytes } from '../format';
-import { addBytes, isHiddenOnly, modelAndParts } from './models';
+import { addBytes, isHiddenOnly, modelAndParts } from './user-models';
 import type { FindingRule } from './types';
 import { classCounts } from './unreachable';
 

@@ -3,7 +3,7 @@
  * rules, one file per fault kind ({@link FINDING_RULES}). Views render the
  * result of {@link findings} generically: the VRAM panel lists them all, the
  * gauge tooltip summarises them ({@link summarizeFindings}), toasts raise
- * the warnings above a size setting (`notifications/findings.ts`).
+ * the warnings above a size setting (`notifications/finding-toast.ts`).
  *
  * Adding a kind = one rule file, one line here, its `FindingKind`, a jest
  * spec; a new fact, if one is needed, goes through `protocol.ts` first.
@@ -35,7 +35,7 @@ export type {
   IFinding,
   PerDevice
 } from './types';
-export { userModels } from './models';
+export { userModels } from './user-models';
 
 /** The finding rules, one per kind. */
 export const FINDING_RULES: ReadonlyArray<FindingRule> = [

@@ -27,7 +27,7 @@ import type { TranslationBundle } from '@jupyterlab/translation';
 import type { IInventory, IModelInfo, IPart } from '../../protocol';
 import { formatBytes, formatPlacement, sumBytes } from '../format';
 import { isPythonIdentifier } from '../python';
-import { deletableNames } from '../holders';
+import { deletableNames } from '../memory/holders';
 import {
   addBytes,
   maxCudaBytes,
@@ -36,7 +36,7 @@ import {
   namesModel,
   reachedThrough,
   userModels
-} from './models';
+} from './user-models';
 import type { IFinding, PerDevice } from './types';
 
 /** Parts on one CUDA device from which an owner object is a warning (64 MiB). */

@@ -7,10 +7,10 @@
  * `stale-model` warning instead; modules nothing reaches and parts never
  * make a stack (`findStackedModels`).
  */
-import { deletableNames } from '../holders';
+import { deletableNames } from '../memory/holders';
 import { formatBytes, listNames, sumBytes } from '../format';
-import { findStackedModels, holderNames } from '../stacking';
-import { modelAndParts, modelName, namesModel } from './models';
+import { findStackedModels, holderNames } from '../memory/stacking';
+import { modelAndParts, modelName, namesModel } from './user-models';
 import type { FindingRule, IFinding } from './types';
 
 /** The named-older-model rule: one finding per older instance still named. */

@@ -23,7 +23,7 @@
 import type { TranslationBundle } from '@jupyterlab/translation';
 import type { IRootBytes } from '../../protocol';
 import { formatBytes, sumBytes } from '../format';
-import { maxCudaBytes } from './models';
+import { maxCudaBytes } from './user-models';
 import type { FindingRule, IFinding, PerDevice } from './types';
 
 const CELL = /^(?:Out\[(\d{1,9})\]|_(\d{1,9}))$/;

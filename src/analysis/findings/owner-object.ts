@@ -38,7 +38,7 @@ import {
   namesModel,
   ownerCopies,
   userModels
-} from './models';
+} from './user-models';
 import type { FindingFix, FindingRule, IFinding, PerDevice } from './types';
 
 /**

@@ -4,9 +4,13 @@
  * is the Clean GPU plan for that model (the panel's "free": it drops only
  * what holds it). Bytes: the model and its parts, per device.
  */
-import { findStackedModels, holderPaths, stackingKey } from '../stacking';
+import {
+  findStackedModels,
+  holderPaths,
+  stackingKey
+} from '../memory/stacking';
 import { formatBytes, listNames, sumBytes } from '../format';
-import { modelAndParts, modelName, userModels } from './models';
+import { modelAndParts, modelName, userModels } from './user-models';
 import type { FindingRule, IFinding } from './types';
 
 /** The stale-model rule. */

@@ -7,7 +7,12 @@
  * Clean GPU (it clears the last traceback).
  */
 import { formatBytes, formatPlacement, sumBytes } from '../format';
-import { addBytes, maxCudaBytes, modelAndParts, userModels } from './models';
+import {
+  addBytes,
+  maxCudaBytes,
+  modelAndParts,
+  userModels
+} from './user-models';
 import type { FindingRule } from './types';
 
 /** The traceback-tensors rule: at most one finding. */

@@ -14,7 +14,7 @@
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import type { IHello, IInventory, ISample } from '../../protocol';
-import type { IPlanOptions } from '../cleanup';
+import type { IPlanOptions } from '../codegen/clean-plan-options';
 
 /**
  * Kind of fault. One rule per kind (`FINDING_RULES`):

@@ -9,7 +9,12 @@
  * nothing (see `holder-unknown`).
  */
 import { formatBytes, sumBytes } from '../format';
-import { addBytes, isHiddenOnly, maxCudaBytes, modelAndParts } from './models';
+import {
+  addBytes,
+  isHiddenOnly,
+  maxCudaBytes,
+  modelAndParts
+} from './user-models';
 import type { FindingRule } from './types';
 
 /**

@@ -7,7 +7,7 @@
  * never a second model, whatever else names or touches them.
  */
 import { findings, userModels } from '../../../src/analysis/findings';
-import { findStackedModels } from '../../../src/analysis/stacking';
+import { findStackedModels } from '../../../src/analysis/memory/stacking';
 import { describeStacking } from '../../../src/notifications/text';
 import type { IInventory } from '../../../src/protocol';
 import steps from '../../fixtures/inventory_after_training.json';

@@ -2,7 +2,7 @@ import {
   fragmentedCacheRule,
   FRAGMENTED_WARN_BYTES
 } from '../../../src/analysis/findings/fragmented-cache';
-import { findingsToToast } from '../../../src/notifications/findings';
+import { findingsToToast } from '../../../src/notifications/finding-toast';
 import type { IAllocator, IAllocatorDevice } from '../../../src/protocol';
 import { c01Inventory } from '../fixtures';
 import { facts, MiB, trans } from './helpers';

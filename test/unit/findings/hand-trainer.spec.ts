@@ -6,8 +6,8 @@
  * `test/agent/test_trained_model.py`).
  */
 import { findings, userModels } from '../../../src/analysis/findings';
-import { holderRows } from '../../../src/analysis/holders';
-import { findStackedModels } from '../../../src/analysis/stacking';
+import { holderRows } from '../../../src/analysis/memory/holders';
+import { findStackedModels } from '../../../src/analysis/memory/stacking';
 import type { IInventory } from '../../../src/protocol';
 import steps from '../../fixtures/inventory_hand_trainer.json';
 import { c01Inventory } from '../fixtures';

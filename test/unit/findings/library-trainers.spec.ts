@@ -15,7 +15,7 @@ import {
   fixLabel,
   userModels
 } from '../../../src/analysis/findings';
-import { findStackedModels } from '../../../src/analysis/stacking';
+import { findStackedModels } from '../../../src/analysis/memory/stacking';
 import type { IInventory } from '../../../src/protocol';
 import { CommandIDs } from '../../../src/tokens';
 import hfSteps from '../../fixtures/inventory_hf_trainer.json';

@@ -1,7 +1,7 @@
 import { findings } from '../../../src/analysis/findings';
 import { namedOlderModelRule } from '../../../src/analysis/findings/named-older-model';
-import { userModels } from '../../../src/analysis/findings/models';
-import { findStackedModels } from '../../../src/analysis/stacking';
+import { userModels } from '../../../src/analysis/findings/user-models';
+import { findStackedModels } from '../../../src/analysis/memory/stacking';
 import { c01Inventory, held, yolo } from '../fixtures';
 import { cycleLayers, facts, inventoryOf, MiB, trans } from './helpers';
 

@@ -3,7 +3,7 @@ import {
   outputTensorsRule
 } from '../../../src/analysis/findings/output-tensors';
 import type { IRootBytes } from '../../../src/protocol';
-import { planClean } from '../../../src/analysis/cleanup';
+import { planClean } from '../../../src/analysis/codegen/clean-cell';
 import { c01Inventory } from '../fixtures';
 import { facts, inventoryOf, MiB, trans } from './helpers';
 

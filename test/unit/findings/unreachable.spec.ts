@@ -1,11 +1,11 @@
 import { findings } from '../../../src/analysis/findings';
 import { holderUnknownRule } from '../../../src/analysis/findings/holder-unknown';
-import { userModels } from '../../../src/analysis/findings/models';
+import { userModels } from '../../../src/analysis/findings/user-models';
 import {
   classCounts,
   unreachableRule
 } from '../../../src/analysis/findings/unreachable';
-import { findStackedModels } from '../../../src/analysis/stacking';
+import { findStackedModels } from '../../../src/analysis/memory/stacking';
 import { held, yolo } from '../fixtures';
 import { cycleLayers, facts, inventoryOf, MiB, trans } from './helpers';
 

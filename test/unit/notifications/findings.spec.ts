@@ -4,7 +4,7 @@ import { CommandRegistry } from '@lumino/commands';
 import { findings } from '../../../src/analysis/findings';
 import { GpuKernelModel } from '../../../src/model';
 import { GpuNotifier } from '../../../src/notifications';
-import { findingsToToast } from '../../../src/notifications/findings';
+import { findingsToToast } from '../../../src/notifications/finding-toast';
 import type { IInventory } from '../../../src/protocol';
 import { DEFAULT_SETTINGS } from '../../../src/tokens';
 import {

@@ -1,6 +1,6 @@
 /**
- * NotifierLoader (src/notifications/loader.ts): the toasts' chunk is asked
- * for when the first kernel model appears, never before; what the models
+ * NotifierLoader (src/notifications/toast-loader.ts): the toasts' chunk is
+ * asked for when the first kernel model appears, never before; what the models
  * signalled while it loaded raises the toasts a notifier there from the start
  * would have raised; a failed load is tried again with the next model.
  */
@@ -10,7 +10,7 @@ import { CommandRegistry } from '@lumino/commands';
 import { Signal } from '@lumino/signaling';
 import { GpuKernelModel } from '../../../src/model';
 import * as toasts from '../../../src/notifications';
-import { NotifierLoader } from '../../../src/notifications/loader';
+import { NotifierLoader } from '../../../src/notifications/toast-loader';
 import {
   DEFAULT_SETTINGS,
   IGpuMonitor,

@@ -1,0 +1,597 @@
+/**
+ * Generation of the clear_gpu cell: visible, commented, self-contained Python
+ * that frees what only stale references keep alive.
+ *
+ * The cell works without the extension (a colleague can re-run it). It never
+ * deletes a variable the user still names; it drops output-cache entries that
+ * hold stale models, the last exception's traceback, then runs
+ * `gc.collect()` and `torch.cuda.empty_cache()` when CUDA is initialised. It
+ * ends without a bare expression, so it pins nothing in the output cache
+ * itself. At most 25 lines, each within 79 columns ({@link generateCleanCell}).
+ *
+ * The VRAM panel plans for one model: "free" drops only what holds that stale
+ * model, and "delete…" (after the user confirmed) starts with `del name` for
+ * the variables that name it — valid Python identifiers only.
+ */
+import type { IInventory, IModelInfo, IRootBytes } from '../../protocol';
+import { CLEAN_MARKER } from '../../protocol-constants';
+import type { IPlanOptions } from './clean-plan-options';
+import {
+  formatBytes,
+  formatPlacement,
+  isCudaDevice,
+  sumBytes
+} from '../format';
+import { commentSafe, isPythonIdentifier } from '../python';
+import { holderNames } from '../memory/stacking';
+
+// Written in python.ts (start-path code needs them; this module loads with the commands that
+// insert a cell); re-exported for the callers that generate cells anyway.
+export { commentSafe, isPythonIdentifier };
+
+/** What a clean cell will do, derived from an inventory. */
+export interface ICleanPlan {
+  /** Output-cache execution counts to drop (`Out[n]` and `_n`). */
+  outKeys: number[];
+  /** Stale models the plan expects to free. */
+  staleModels: IModelInfo[];
+  /** User variables that hold models and are kept. */
+  keptNames: string[];
+  /** Bytes of the stale models (all devices), as reported by the agent. */
+  staleBytes: number;
+  /** Model id the plan is limited to, or null for every stale model. */
+  modelId: string | null;
+  /** User variables to delete first (valid Python identifiers only; asked for by the user). */
+  deleteNames: string[];
+  /** Whether the cell clears the last exception's traceback. */
+  clearTraceback: boolean;
+  /**
+   * Output-cache roots (`Out[n]`, `_n`, `_`, `__`, `___`) that hold CUDA
+   * bytes no variable keeps (tensors, containers, models: their `sole`, or
+   * bytes shared only with other output-cache entries), dropped by the
+   * unrestricted plan; their bytes go in the cell's comments, one line per
+   * cell. Empty for a plan limited to one model.
+   */
+  outputs: IRootBytes[];
+  /**
+   * Of `outputs`, the hidden copies that name no `Out` entry (`cells`
+   * empty: `_7`, `__` left by `del Out[7]` or `%reset -f out`; or, from an
+   * agent without `cells`, the slots `_`, `__`, `___`): the cell drops what
+   * IPython's names of that slot hold (user_ns_hidden, the display hook,
+   * for `_` the last result) and every other name of the same objects.
+   */
+  copies: string[];
+}
+
+const OUT_ENTRY = /^Out\[(\d{1,9})\]$/;
+const NUMBERED = /^_(\d{1,9})$/;
+const SLOTS = ['_', '__', '___'];
+/** Names of the output cache: `_`, `__`, `___`, `_N`, `Out[N]`. */
+const OUTPUT_NAME = /^(?:_{1,3}|_\d{1,9}|Out\[\d{1,9}\])$/;
+
+/**
+ * Whether the unrestricted plan drops an output root: it keeps CUDA bytes
+ * that dropping the output cache returns — its own (`sole`), or bytes it
+ * shares only with other output-cache entries. Without `sole` (an older
+ * agent): CUDA bytes first attributed to it. A tensor a variable also names
+ * is never planned.
+ */
+function dropsCuda(root: IRootBytes): boolean {
+  if (root.sole === undefined) {
+    return sumBytes(root.bytes, isCudaDevice) > 0;
+  }
+  if (sumBytes(root.sole, isCudaDevice) > 0) {
+    return true;
+  }
+  const others = root.sharedWith ?? [];
+  return (
+    sumBytes(root.shared ?? {}, isCudaDevice) > 0 &&
+    others.length > 0 &&
+    others.every(n => OUTPUT_NAME.test(n))
+  );
+}
+/** What the models of an inventory put in a plan. */
+interface IModelsPlan {
+  /** Output-cache execution counts of the entries that hold the planned models. */
+  outKeys: Set<number>;
+  staleModels: IModelInfo[];
+  /** User variables (identifiers) that hold models and are kept. */
+  kept: Set<string>;
+  clearTraceback: boolean;
+}
+
+/**
+ * Plan the models: the stale ones (with `modelId`, that one only; with
+ * `deleteNames` too, it counts as stale), the output-cache entries that
+ * hold them, whether the traceback holds one, and the variables kept.
+ */
+function planModels(
+  inventory: IInventory | null,
+  modelId: string | null,
+  deleteNames: ReadonlyArray<string>
+): IModelsPlan {
+  const plan: IModelsPlan = {
+    outKeys: new Set<number>(),
+    staleModels: [],
+    kept: new Set<string>(),
+    clearTraceback: modelId === null
+  };
+  for (const model of inventory?.models ?? []) {
+    const target = modelId === null || model.id === modelId;
+    const stale =
+      model.stale || (target && modelId !== null && deleteNames.length > 0);
+    if (target && stale) {
+      plan.staleModels.push(model);
+      if (model.holders.some(h => h.kind === 'traceback')) {
+        plan.clearTraceback = true;
+      }
+    }
+    for (const holder of model.holders) {
+      if (holder.kind === 'variable') {
+        if (
+          isPythonIdentifier(holder.name) &&
+          !deleteNames.includes(holder.name)
+        ) {
+          plan.kept.add(holder.name);
+        }
+        continue;
+      }
+      if (holder.kind !== 'output' || !stale || !target) {
+        continue;
+      }
+      const match = OUT_ENTRY.exec(holder.name) ?? NUMBERED.exec(holder.name);
+      if (match) {
+        plan.outKeys.add(Number(match[1]));
+      }
+    }
+  }
+  return plan;
+}
+
+/**
+ * Plan the output-cache entries that hold CUDA memory no variable reaches
+ * (the unrestricted plan only): their tensors (or containers of tensors) go
+ * with the cache entry; a user variable is never touched. Their execution
+ * counts are added to `outKeys`.
+ *
+ * @returns the roots planned and the hidden copies among them (no `Out`
+ *   entry names them).
+ */
+function planOutputs(
+  inventory: IInventory | null,
+  outKeys: Set<number>
+): { outputs: IRootBytes[]; copies: Set<string> } {
+  const outputs: IRootBytes[] = [];
+  const copies = new Set<string>();
+  for (const root of inventory?.roots ?? []) {
+    if (root.kind !== 'output' || !dropsCuda(root)) {
+      continue;
+    }
+    const cells = (root.cells ?? []).filter(
+      c => Number.isSafeInteger(c) && c >= 0
+    );
+    const match = OUT_ENTRY.exec(root.name) ?? NUMBERED.exec(root.name);
+    if (cells.length) {
+      cells.forEach(c => outKeys.add(c));
+    } else if (root.cells === undefined && match) {
+      outKeys.add(Number(match[1]));
+    } else if (SLOTS.includes(root.name) || NUMBERED.test(root.name)) {
+      copies.add(root.name); // a hidden copy: no Out entry names it
+    } else {
+      continue;
+    }
+    outputs.push(root);
+  }
+  return { outputs, copies };
+}
+
+/**
+ * Work out the clean plan for an inventory (or an empty plan without one:
+ * the cell then still clears the last traceback, collects and empties the cache).
+ *
+ * @param options - limit the plan to one model, and delete the variables
+ *   that name it; without options every stale model is planned.
+ */
+export function planClean(
+  inventory: IInventory | null,
+  options: IPlanOptions = {}
+): ICleanPlan {
+  const modelId = options.modelId ?? null;
+  const deleteNames =
+    modelId === null
+      ? []
+      : [...new Set(options.deleteNames ?? [])]
+          .filter(isPythonIdentifier)
+          .sort();
+  const models = planModels(inventory, modelId, deleteNames);
+  const { outputs, copies } =
+    modelId === null
+      ? planOutputs(inventory, models.outKeys)
+      : { outputs: [], copies: new Set<string>() };
+  return {
+    outKeys: [...models.outKeys].sort((a, b) => a - b),
+    staleModels: models.staleModels,
+    keptNames: [...models.kept].sort(),
+    staleBytes: models.staleModels.reduce(
+      (sum, m) => sum + sumBytes(m.bytes),
+      0
+    ),
+    modelId,
+    deleteNames,
+    clearTraceback: models.clearTraceback,
+    outputs,
+    copies: [...copies].sort(copyOrder)
+  };
+}
+
+/** `_`, `__`, `___` first, then `_N` by N. */
+function copyOrder(a: string, b: string): number {
+  const rank = (n: string) =>
+    SLOTS.includes(n) ? n.length - 4 : Number(n.slice(1));
+  return rank(a) - rank(b);
+}
+
+/** Width of every line of the cell (PEP 8's 79 columns). */
+const WIDTH = 79;
+/** Most lines of a generated cell (the plans' code leaves the rest to comments). */
+export const MAX_CELL_LINES = 25;
+/** Most lines of the description after the "Inserted by" line. */
+const MAX_DESCRIPTION = 3;
+
+function describeStale(model: IModelInfo): string {
+  const held = holderNames(model).join(', ');
+  return commentSafe(
+    `${model.label}, ${formatBytes(sumBytes(model.bytes))} (${held || 'nothing named'})`,
+    100
+  );
+}
+
+/** Per device, the largest figure (the names of one object keep the same storages). */
+function largest(list: ReadonlyArray<Record<string, number>>) {
+  const out: Record<string, number> = {};
+  for (const bytes of list) {
+    for (const [device, value] of Object.entries(bytes)) {
+      out[device] = Math.max(out[device] ?? 0, value);
+    }
+  }
+  return out;
+}
+
+/**
+ * What the output cache frees: the planned cells and hidden copies, then
+ * their bytes (per root its own, `sole`; per cell the largest of its names)
+ * and tensors — `cells [3], [4], hidden copy _2: 12.0 MiB on cuda:0, 4
+ * tensor(s)` — and the same in short (`the output cache's 12.0 MiB on
+ * cuda:0`); none without outputs.
+ */
+function describeOutputs(outputs: ReadonlyArray<IRootBytes>): string[] {
+  const groups = new Map<string, IRootBytes[]>();
+  const cells = new Set<number>();
+  const hidden: string[] = [];
+  const recent: string[] = [];
+  for (const root of outputs) {
+    const legacy = root.cells === undefined;
+    const match = OUT_ENTRY.exec(root.name) ?? NUMBERED.exec(root.name);
+    const of = root.cells?.length
+      ? root.cells
+      : legacy && match
+        ? [Number(match[1])]
+        : [];
+    of.forEach(c => cells.add(c));
+    if (!of.length) {
+      (legacy ? recent : hidden).push(root.name);
+    }
+    const key = of.length ? of.join(',') : root.name;
+    groups.set(key, [...(groups.get(key) ?? []), root]);
+  }
+  if (!groups.size) {
+    return [];
+  }
+  const total: Record<string, number> = {};
+  let tensors = 0;
+  for (const roots of groups.values()) {
+    const bytes = largest(roots.map(r => r.sole ?? r.bytes));
+    for (const [device, value] of Object.entries(bytes)) {
+      total[device] = (total[device] ?? 0) + value;
+    }
+    tensors += Math.max(...roots.map(r => r.tensors));
+  }
+  const sorted = [...cells].sort((a, b) => a - b).map(c => `[${c}]`);
+  const where = [
+    ...(sorted.length
+      ? [`${sorted.length > 1 ? 'cells' : 'cell'} ${someNames(sorted, 30)}`]
+      : []),
+    ...(hidden.length
+      ? [
+          `hidden ${hidden.length > 1 ? 'copies' : 'copy'} ${someNames(hidden, 20)}`
+        ]
+      : []),
+    ...(recent.length ? [`a recent cell's ${someNames(recent, 20)}`] : [])
+  ];
+  const what = outputs.some(r => r.models) ? 'models, ' : '';
+  const count = tensors ? `, ${what}${tensors} tensor(s)` : '';
+  return [
+    commentSafe(`${where.join(', ')}: ${formatPlacement(total)}${count}`, 160),
+    `the output cache's ${formatPlacement(total)}`
+  ];
+}
+
+/** `code`, with `  # comment` when that fits in {@link WIDTH} columns. */
+function withComment(code: string, comment: string): string {
+  const line = `${code}  # ${comment}`;
+  return line.length <= WIDTH ? line : code;
+}
+
+/** Holds a figure and its unit together while wrapping (never in the output). */
+const UNIT_GLUE = '\u0000';
+
+/**
+ * `text` as `# ` comment lines of at most {@link WIDTH} columns, words (and
+ * a figure with its unit) kept whole; a longer word is cut with an ellipsis.
+ */
+function wrapComment(text: string): string[] {
+  const lines: string[] = [];
+  let line = '#';
+  const safe = commentSafe(text, 2000).replace(
+    /(\d) (B|KiB|MiB|GiB|TiB)\b/g,
+    `$1${UNIT_GLUE}$2`
+  );
+  for (const word of safe.split(' ').filter(Boolean)) {
+    if (line.length + 1 + word.length > WIDTH && line !== '#') {
+      lines.push(line);
+      line = '#';
+    }
+    line += ` ${word.split(UNIT_GLUE).join(' ')}`;
+  }
+  return [...lines, line].map(l => commentSafe(l, WIDTH));
+}
+
+/** `names` joined, cut to about `room` characters with "+N more". */
+function someNames(names: ReadonlyArray<string>, room = 40): string {
+  if (!names.length) {
+    return 'none';
+  }
+  let shown = names.length;
+  while (shown > 1 && names.slice(0, shown).join(', ').length > room) {
+    shown--;
+  }
+  const rest = names.length - shown;
+  return `${names.slice(0, shown).join(', ')}${rest ? ` +${rest} more` : ''}`;
+}
+
+/**
+ * The description: what the cell drops and keeps, then what it frees, as
+ * dense comment lines, at most `budget`. What does not fit is shortened:
+ * the first stale models and "+N more", then the stale models as one count,
+ * then the output cache in short, then the head alone.
+ */
+function describe(
+  head: string,
+  stale: ReadonlyArray<IModelInfo>,
+  outputs: ReadonlyArray<IRootBytes>,
+  budget: number
+): string[] {
+  if (budget <= 0) {
+    return [];
+  }
+  const models = stale.map(describeStale);
+  const [cache, short] = describeOutputs(outputs);
+  const outs = cache === undefined ? [] : [cache];
+  const candidates: string[][] = [];
+  for (let shown = models.length; shown >= 1; shown--) {
+    const rest = models.length - shown;
+    candidates.push([
+      ...models.slice(0, shown),
+      ...(rest ? [`+${rest} more stale`] : []),
+      ...outs
+    ]);
+  }
+  const bytes = stale.reduce((sum, m) => sum + sumBytes(m.bytes), 0);
+  const count = models.length
+    ? [
+        `${models.length} stale model${models.length > 1 ? 's' : ''}, ${formatBytes(bytes)}`
+      ]
+    : [];
+  candidates.push(
+    [...count, ...outs],
+    [...count, ...(short === undefined ? [] : [short])]
+  );
+  for (const items of candidates) {
+    const text = items.length
+      ? `${head} Frees ${items.join('; ')}.`
+      : `${head} Output cache: nothing to drop.`;
+    const lines = wrapComment(text);
+    if (lines.length <= budget) {
+      return lines;
+    }
+  }
+  const lines = wrapComment(head);
+  return lines.length <= budget
+    ? lines
+    : [
+        ...lines.slice(0, budget - 1),
+        commentSafe(`${lines[budget - 1]} …`, WIDTH)
+      ];
+}
+
+/**
+ * Tuple items as Python source: numbers, runs of four or more consecutive
+ * numbers as `*range(a, b)`; a one-item tuple gets its comma.
+ */
+function pyKeys(keys: ReadonlyArray<number>): string[] {
+  const items: string[] = [];
+  for (let i = 0; i < keys.length;) {
+    let j = i;
+    while (j + 1 < keys.length && keys[j + 1] === keys[j] + 1) {
+      j++;
+    }
+    if (j - i >= 3) {
+      items.push(`*range(${keys[i]}, ${keys[j] + 1})`);
+      i = j + 1;
+    } else {
+      items.push(String(keys[i]));
+      i++;
+    }
+  }
+  return items;
+}
+
+/**
+ * A string literal of an already-safe name, as adjacent literals of at most
+ * 60 characters each (Python joins them), so that no line gets too long.
+ */
+function pyString(text: string): string[] {
+  const parts: string[] = [];
+  for (let i = 0; i < text.length || !parts.length; i += 60) {
+    parts.push(`"${text.slice(i, i + 60)}"`);
+  }
+  return parts;
+}
+
+/**
+ * The `def` line with its parameters, wrapped between tuple items at
+ * {@link WIDTH} columns (8-space continuation indent).
+ */
+function signature(params: Array<[string, string[][]]>): string[] {
+  // tokens: each is written whole; `glue` goes between it and the next one
+  const tokens: string[] = ['def _gpu_hygiene_clear_gpu('];
+  params.forEach(([name, items], p) => {
+    // a one-item tuple needs its comma, also after adjacent literals
+    const comma = items.length === 1 ? ',' : '';
+    const flat = items.map((parts, i) =>
+      parts.map((part, k) => {
+        const last = k === parts.length - 1;
+        const sep = i === items.length - 1 ? comma : ',';
+        return `${i === 0 && k === 0 ? `${name}=(` : ''}${part}${last ? sep : ''}`;
+      })
+    );
+    const words = flat.flat();
+    if (!words.length) {
+      words.push(`${name}=(`);
+    }
+    words[words.length - 1] += `)${p === params.length - 1 ? '):' : ','}`;
+    tokens.push(...words);
+  });
+  const lines: string[] = [];
+  let line = '';
+  for (const token of tokens) {
+    const glue = line === '' || line.endsWith('(') ? '' : ' ';
+    if (line !== '' && (line + glue + token).length > WIDTH) {
+      lines.push(line);
+      line = `        ${token}`;
+    } else {
+      line += glue + token;
+    }
+  }
+  return [...lines, line];
+}
+
+/**
+ * Generate the clear_gpu cell: at most {@link MAX_CELL_LINES} lines, every
+ * line within 79 columns (PEP 8). The code comes first (17 to 21 lines, by
+ * plan); the description gets the lines it leaves, at most three after the
+ * "Inserted by" line, and shortens itself to fit (see `describe`). Only a
+ * plan with more than about 20 scattered output cells (a run of consecutive
+ * cells is one `*range(a, b)`) wraps its signature past what the
+ * description gives up, a line per about 14 more cells.
+ *
+ * What it drops, whatever the IPython version: the variables the user chose
+ * (`names`), for each planned cell `Out[N]` (IPython's `output_hist`), for
+ * each hidden copy what IPython's names of that slot hold (`user_ns_hidden`,
+ * the display hook's `_`, `__`, `___`, for `_` the last result); then every
+ * name IPython gave those very objects — `_`, `__`, `___`, `_N` in
+ * `user_ns` (only while `user_ns_hidden` holds the same object there: never
+ * a user's own variable), in `user_ns_hidden` and the display hook: the
+ * slots become `""` (as IPython resets them), `_N` go. It lets go of the
+ * previous cell's `ExecutionResult` (its result and error, which IPython
+ * drops when this cell ends anyway) before collecting; the unrestricted plan
+ * (or one whose model the last traceback holds) also clears the last
+ * exception: the failed frames' locals (`traceback.clear_frames`), the
+ * `sys.last_*` names and IPython's `InteractiveTB.tb`. Then `gc.collect()`
+ * and, if CUDA is initialised, `torch.cuda.empty_cache()`.
+ *
+ * It keeps only the ids of what it drops, never the objects, so each is
+ * freed as its last name goes (an id can only match an object alive with
+ * it: the cell stores nothing but `""` in those namespaces). A missing entry
+ * or an empty slot adds the id of `None` or `""`: that only ever resets
+ * IPython's own empty names (an empty-string output's `_N` goes too). Every
+ * lookup has a default (`pop(k, None)`, `getattr(…, None)`), so re-running
+ * the cell, or running it after the names are gone, raises nothing.
+ *
+ * @param plan - from {@link planClean}.
+ * @returns Python source; the first line is {@link CLEAN_MARKER}, which the
+ *   agent uses to report `cleaned`.
+ */
+export function generateCleanCell(plan: ICleanPlan): string {
+  const outputs = plan.outputs ?? [];
+  const copies = (plan.copies ?? []).filter(
+    c => SLOTS.includes(c) || NUMBERED.test(c)
+  );
+  // Only identifiers reach code (planClean filters them; checked again here).
+  const names = plan.deleteNames.filter(isPythonIdentifier);
+  const tb = plan.clearTraceback;
+  const params: Array<[string, string[][]]> = [
+    ['out_keys', pyKeys(plan.outKeys).map(k => [k])],
+    ...(copies.length
+      ? [['copies', copies.map(pyString)] as [string, string[][]]]
+      : []),
+    ...(names.length
+      ? [['names', names.map(pyString)] as [string, string[][]]]
+      : [])
+  ];
+  const pops =
+    '{id(ip.history_manager.output_hist.pop(k, None)) for k in out_keys}';
+  const code = [
+    ...signature(params),
+    `    import gc, re, sys${tb ? ', traceback' : ''}`,
+    '    ip = sys.modules["IPython"].get_ipython()  # even if the name was rebound',
+    '    ns, hid, dh = ip.user_ns, ip.user_ns_hidden, vars(ip.displayhook)',
+    ...(names.length
+      ? [
+          '    old = {id(ns.pop(n, None)) for n in names}  # the variables you chose',
+          `    old |= ${pops}`
+        ]
+      : [`    old = ${pops}`]),
+    ...(copies.length
+      ? [
+          '    res = getattr(ip.last_execution_result, "result", None)  # shown as _',
+          '    old |= {id(s.get(c)) for c in copies for s in (hid, dh, {"_": res})}'
+        ]
+      : []),
+    "    for s in (ns, hid, dh):  # IPython's own names of those objects (by id)",
+    '        for n in [n for n in list(s) if re.fullmatch(r"_{1,3}|_\\d+", str(n))]:',
+    '            if id(s[n]) in old and (s is not ns or hid.get(n) is s[n]):',
+    '                s[n] = ""  # _, __, ___ become "" (as IPython resets them)',
+    '                if n.strip("_"):  # and _N go',
+    '                    del s[n]',
+    withComment(
+      `    ${tb ? 'ip.InteractiveTB.tb = ' : ''}ip.last_execution_result = ${copies.length ? 'res = ' : ''}None`,
+      "the previous cell's"
+    ),
+    ...(tb
+      ? [
+          '    traceback.clear_frames(getattr(sys, "last_traceback", None))  # its locals',
+          '    sys.last_type = sys.last_value = sys.last_traceback = sys.last_exc = None'
+        ]
+      : []),
+    "    gc.collect()  # reference cycles; then PyTorch's cache back to the driver",
+    '    if sys.modules.get("torch") and sys.modules["torch"].cuda.is_initialized():',
+    '        sys.modules["torch"].cuda.empty_cache()',
+    '_gpu_hygiene_clear_gpu()',
+    'del _gpu_hygiene_clear_gpu'
+  ];
+  const kept = someNames(plan.keptNames);
+  const head = names.length
+    ? `Deletes what you chose (${someNames(names)}), then the output-cache entries of that model; kept: ${kept}.`
+    : plan.modelId !== null
+      ? `Drops only what keeps one stale model alive; still named, so kept: ${kept}.`
+      : `Drops stale references only; still named, so kept: ${kept}.`;
+  const budget = Math.min(MAX_DESCRIPTION, MAX_CELL_LINES - 2 - code.length);
+  return [
+    CLEAN_MARKER,
+    '# Inserted by jupyterlab-gpu-hygiene; safe to re-run, also without it.',
+    ...describe(head, plan.staleModels, outputs, budget),
+    ...code,
+    ''
+  ].join('\n');
+}

@@ -1,0 +1,111 @@
+/**
+ * The cell that drops DataLoader workers (the `child-processes` finding's
+ * fix, `CommandIDs.dropWorkers`): for each named variable that is a
+ * DataLoader or one of its multiprocessing iterators, it shuts the workers
+ * down with the iterator's own `_shutdown_workers()` (what torch runs when
+ * the iterator is deleted or exhausted; idempotent, it joins the workers
+ * and terminates those that do not exit) and deletes the variable. Works
+ * without the extension; safe to re-run.
+ */
+import type { IInventory } from '../../protocol';
+import { commentSafe, isPythonIdentifier } from '../python';
+
+/** `text` as `# ` comment lines of at most 79 columns (one line, cut, per long word). */
+function commentLines(text: string): string[] {
+  const lines: string[] = [];
+  let line = '#';
+  for (const word of commentSafe(text, 400).split(' ')) {
+    if (line.length + 1 + word.length > 79 && line !== '#') {
+      lines.push(line);
+      line = '#';
+    }
+    line = `${line} ${word}`;
+  }
+  lines.push(line);
+  return lines.map(l => commentSafe(l, 79));
+}
+
+/** First line of the cell: tells the cell apart (tests, the user). */
+export const DROP_WORKERS_MARKER = '# gpu-hygiene: drop_workers';
+
+/**
+ * The Python source of the cell, or null when no name is a Python
+ * identifier (only identifiers ever reach the code).
+ *
+ * @param names - the user variables to drop.
+ * @param workers - how many worker processes they keep (for the comment).
+ */
+export function generateDropWorkersCell(
+  names: ReadonlyArray<string>,
+  workers: number
+): string | null {
+  const kept = [...new Set(names.filter(isPythonIdentifier))];
+  if (!kept.length) {
+    return null;
+  }
+  const tuple = `(${kept.map(n => `"${n}"`).join(', ')}${kept.length === 1 ? ',' : ''})`;
+  return [
+    DROP_WORKERS_MARKER,
+    ...commentLines(
+      `Inserted by jupyterlab-gpu-hygiene: ${kept.join(', ')} ${kept.length === 1 ? 'keeps' : 'keep'} ${workers} DataLoader worker process${workers === 1 ? '' : 'es'} alive.`
+    ),
+    "# It shuts them down (the iterator's own _shutdown_workers(), as torch",
+    '# does when an iterator is deleted) and deletes these names. Re-create',
+    '# the loader to train again. Safe to re-run.',
+    `def _gpu_hygiene_drop_workers(names=${tuple}):`,
+    '    import sys',
+    '    from IPython import get_ipython',
+    '    dl = sys.modules.get("torch.utils.data.dataloader")',
+    '    ns = get_ipython().user_ns',
+    '    for name in names:',
+    '        obj = ns.pop(name, None)',
+    '        if dl is None or obj is None:',
+    '            continue',
+    '        its = [obj]',
+    '        if isinstance(obj, dl.DataLoader):  # persistent_workers keeps one',
+    '            its = list(vars(obj).values())',
+    '        for it in its:',
+    '            if isinstance(it, dl._MultiProcessingDataLoaderIter):',
+    '                it._shutdown_workers()',
+    '',
+    '',
+    '_gpu_hygiene_drop_workers()',
+    'del _gpu_hygiene_drop_workers',
+    ''
+  ].join('\n');
+}
+
+/** What the drop command drops: the names and the workers they keep. */
+export interface IWorkersToDrop {
+  /** User variables (identifiers) that are a loader or iterator keeping workers. */
+  names: string[];
+  /** The workers those variables keep, sorted. */
+  pids: number[];
+}
+
+/**
+ * The names of `requested` that the inventory's `children` fact says keep
+ * workers themselves (holder of kind `variable` whose path is the name),
+ * Python identifiers only, and the workers they keep.
+ */
+export function workersToDrop(
+  inventory: IInventory | null,
+  requested: unknown
+): IWorkersToDrop {
+  const wanted = new Set(
+    Array.isArray(requested)
+      ? requested.filter((n): n is string => typeof n === 'string')
+      : []
+  );
+  const holders = (inventory?.children?.holders ?? []).filter(
+    h =>
+      h.kind === 'variable' &&
+      h.path === h.name &&
+      wanted.has(h.name) &&
+      isPythonIdentifier(h.name)
+  );
+  return {
+    names: [...new Set(holders.map(h => h.name))],
+    pids: [...new Set(holders.flatMap(h => h.pids))].sort((a, b) => a - b)
+  };
+}

@@ -1,0 +1,119 @@
+/**
+ * The cells of the explicit actions on a user variable that keeps CUDA
+ * tensors outside any model (the `cuda-tensors` finding): "Move to CPU…"
+ * and "Delete…". Both are visible, commented, self-contained Python, safe to
+ * re-run, that end without a bare expression (nothing pinned in the output
+ * cache); only a Python identifier ever reaches code.
+ */
+import { commentSafe, isPythonIdentifier } from '../python';
+import { formatPlacement } from '../format';
+import type { PerDevice } from '../findings/types';
+
+/** First line of the move-to-CPU cell. */
+export const MOVE_MARKER = '# gpu-hygiene: move_to_cpu';
+/** First line of the delete-variable cell. */
+export const DELETE_MARKER = '# gpu-hygiene: delete_variable';
+
+/** The empty-cache tail shared by both cells (4-space indented). */
+const TAIL = [
+  "    gc.collect()  # then PyTorch's cached blocks back to the driver",
+  '    torch = sys.modules.get("torch")',
+  '    if torch is not None and torch.cuda.is_initialized():',
+  '        torch.cuda.empty_cache()'
+];
+
+/**
+ * The "Move to CPU…" cell for the variable `name`: it replaces the CUDA
+ * tensors of the variable by `.cpu()` copies — the tensor itself, or the
+ * items of a list (in place), dict (in place) or tuple (rebound), one level
+ * deep; an item that is an Ultralytics `Results` gets its own `.cpu()` copy
+ * (boxes, masks); models and anything else are left alone.
+ *
+ * @param bytes - what the variable alone keeps (for the comment).
+ * @returns Python source, or null when `name` is not a Python identifier.
+ */
+export function generateMoveToCpuCell(
+  name: string,
+  bytes: PerDevice = {}
+): string | null {
+  if (!isPythonIdentifier(name)) {
+    return null;
+  }
+  return [
+    MOVE_MARKER,
+    commentSafe(
+      `# Inserted by jupyterlab-gpu-hygiene: ${name} keeps ${formatPlacement(bytes)}.`,
+      79
+    ),
+    '# Its CUDA tensors become CPU copies (tensor.cpu()): the tensor itself, or',
+    '# those in a list, dict or tuple, one level deep. Safe to re-run.',
+    `def _gpu_hygiene_move_to_cpu(name="${name}"):`,
+    '    import gc, sys',
+    '    from IPython import get_ipython  # works even if the name was rebound',
+    '    ns, torch = get_ipython().user_ns, sys.modules.get("torch")',
+    '    if torch is None or name not in ns:',
+    '        return',
+    '',
+    '    def cpu(v):  # a CUDA tensor, or an Ultralytics Results holding some',
+    '        if isinstance(v, torch.Tensor) and v.is_cuda:',
+    '            return v.cpu()',
+    '        if type(v).__module__ == "ultralytics.engine.results":',
+    '            return v.cpu()',
+    '        return v',
+    '',
+    '    obj = ns[name]',
+    '    if isinstance(obj, list):',
+    '        obj[:] = [cpu(v) for v in obj]',
+    '    elif isinstance(obj, dict):',
+    '        obj.update((k, cpu(v)) for k, v in list(obj.items()))',
+    '    elif type(obj) is tuple:',
+    '        ns[name] = tuple(cpu(v) for v in obj)',
+    '    else:',
+    '        ns[name] = cpu(obj)',
+    '    del obj',
+    ...TAIL,
+    '',
+    '',
+    '_gpu_hygiene_move_to_cpu()',
+    'del _gpu_hygiene_move_to_cpu',
+    ''
+  ].join('\n');
+}
+
+/**
+ * The "Delete…" cell for the variable `name` (after the user confirmed): it
+ * removes the name from the namespace (already gone is fine), then collects
+ * and empties PyTorch's cache.
+ *
+ * @param bytes - what deleting it returns (for the comment).
+ * @returns Python source, or null when `name` is not a Python identifier.
+ */
+export function generateDeleteVariableCell(
+  name: string,
+  bytes: PerDevice = {}
+): string | null {
+  if (!isPythonIdentifier(name)) {
+    return null;
+  }
+  return [
+    DELETE_MARKER,
+    commentSafe(
+      `# Inserted by jupyterlab-gpu-hygiene: deletes ${name} (you confirmed),`,
+      79
+    ),
+    commentSafe(
+      `# which alone keeps ${formatPlacement(bytes)}. Safe to re-run.`,
+      79
+    ),
+    `def _gpu_hygiene_delete_variable(name="${name}"):`,
+    '    import gc, sys',
+    '    from IPython import get_ipython  # works even if the name was rebound',
+    '    get_ipython().user_ns.pop(name, None)',
+    ...TAIL,
+    '',
+    '',
+    '_gpu_hygiene_delete_variable()',
+    'del _gpu_hygiene_delete_variable',
+    ''
+  ].join('\n');
+}

@@ -1,0 +1,168 @@
+/**
+ * Graph holders: user variables that keep autograd graphs alive — the
+ * `losses.append(loss)` leak (case C08). Each tensor with a `grad_fn` keeps
+ * the activations saved for its backward pass, often hundreds of MiB per
+ * step. The fix is to store `loss.item()` or `loss.detach()`, or to run
+ * evaluation under `torch.no_grad()`.
+ *
+ * The warning rule: a graph holder is worth a toast when the graphs it keeps
+ * hold at least {@link GRAPH_WARN_BYTES} on one CUDA device (the agent's
+ * estimate, a lower bound when its node walk was cut). Smaller ones are only
+ * listed in the VRAM panel: a few scalar losses with tiny graphs are common
+ * and harmless, and the leak trend flags a steady climb of any size.
+ */
+import type { IGraphHolder, IInventory } from '../../protocol';
+import { commentSafe, isPythonIdentifier } from '../python';
+import { formatBytes, isCudaDevice, sumBytes } from '../format';
+
+/** Bytes on one CUDA device from which a graph holder raises a toast (64 MiB). */
+export const GRAPH_WARN_BYTES = 64 * 2 ** 20;
+
+/**
+ * Estimated bytes (all devices) from which a graph holder is offered "Fix…"
+ * and is a finding (1 MiB): below it, a few scalar losses with tiny graphs,
+ * it is only listed in the VRAM panel.
+ */
+export const GRAPH_FIX_MIN_BYTES = 2 ** 20;
+
+/** Marker comment of the cell inserted by the graph holders' "Fix…" action. */
+export const DETACH_MARKER = '# gpu-hygiene: detach_graphs';
+
+/** One graph holder for display. */
+export interface IGraphRow {
+  /** The holder as the agent reported it. */
+  graph: IGraphHolder;
+  /** Estimated bytes on CUDA devices (a lower bound when `graph.truncated`). */
+  cudaBytes: number;
+  /** Estimated bytes on all devices. */
+  bytes: number;
+  /** The CUDA device holding the most, e.g. `cuda:0`, or null. */
+  device: string | null;
+  /** Bytes on that device. */
+  deviceBytes: number;
+  /**
+   * Whether the "Fix…" action is offered: it may insert code for it
+   * ({@link canFixGraph}) and the graphs keep at least
+   * {@link GRAPH_FIX_MIN_BYTES}.
+   */
+  fixable: boolean;
+}
+
+/** The CUDA device where a graph holder keeps the most bytes, and how many. */
+export function largestCudaDevice(perDevice: Record<string, number>): {
+  device: string | null;
+  bytes: number;
+} {
+  let device: string | null = null;
+  let bytes = 0;
+  for (const [name, value] of Object.entries(perDevice)) {
+    if (isCudaDevice(name) && value > bytes) {
+      device = name;
+      bytes = value;
+    }
+  }
+  return { device, bytes };
+}
+
+/**
+ * Whether the "Fix…" action may insert code for a graph holder: the variable
+ * must itself be the container (path = name, not `stats['loss']`) and its
+ * name a Python identifier, the only kind of name ever written into code.
+ */
+export function canFixGraph(graph: IGraphHolder): boolean {
+  return graph.path === graph.name && isPythonIdentifier(graph.name);
+}
+
+/** Graph holders for display, largest (CUDA first, then all devices) first. */
+export function graphRows(inventory: IInventory | null): IGraphRow[] {
+  return (inventory?.graphs ?? [])
+    .map(graph => {
+      const largest = largestCudaDevice(graph.bytes);
+      const bytes = sumBytes(graph.bytes);
+      return {
+        graph,
+        cudaBytes: sumBytes(graph.bytes, isCudaDevice),
+        bytes,
+        device: largest.device,
+        deviceBytes: largest.bytes,
+        fixable: canFixGraph(graph) && bytes >= GRAPH_FIX_MIN_BYTES
+      };
+    })
+    .sort(
+      (a, b) =>
+        b.cudaBytes - a.cudaBytes ||
+        b.bytes - a.bytes ||
+        a.graph.name.localeCompare(b.graph.name)
+    );
+}
+
+/**
+ * The graph holders worth a warning: at least {@link GRAPH_WARN_BYTES} on one
+ * CUDA device.
+ */
+export function graphsToWarn(inventory: IInventory | null): IGraphRow[] {
+  return graphRows(inventory).filter(
+    row => row.deviceBytes >= GRAPH_WARN_BYTES
+  );
+}
+
+/**
+ * The cell the "Fix…" action inserts for one graph holder: it replaces every
+ * tensor with a `grad_fn` directly in the variable by `tensor.detach()` (same
+ * values, no graph) — in place for a list, dict or set, so other references
+ * to the same container see it too; by rebinding for a tuple or a tensor.
+ * Nested containers are left alone. The cell is self-contained, safe to
+ * re-run, and ends without a bare expression.
+ *
+ * @returns Python source, or null when the holder cannot be fixed safely
+ *   ({@link canFixGraph}): no name that is not an identifier reaches code.
+ */
+export function generateDetachCell(graph: IGraphHolder): string | null {
+  if (!canFixGraph(graph)) {
+    return null;
+  }
+  const name = graph.name;
+  const kept = formatBytes(sumBytes(graph.bytes));
+  return [
+    DETACH_MARKER,
+    commentSafe(
+      `# Inserted by jupyterlab-gpu-hygiene: ${name} keeps ${graph.count} autograd graph(s) alive (about ${kept}${graph.truncated ? ' or more' : ''}).`,
+      200
+    ),
+    '# It keeps the values and drops the graphs: each tensor with a grad_fn directly in it is replaced',
+    '# by tensor.detach() (same data, no graph). Next time store loss.item() or loss.detach(), or run',
+    '# evaluation under torch.no_grad(). Safe to re-run.',
+    `def _gpu_hygiene_detach_graphs(name="${name}"):`,
+    '    import sys',
+    '    from IPython import get_ipython  # works even if the name was rebound',
+    '    torch = sys.modules.get("torch")',
+    '    ns = get_ipython().user_ns',
+    '    obj = ns.get(name)',
+    '    if torch is None or obj is None:',
+    '        return',
+    '',
+    '    def drop(value):',
+    '        if isinstance(value, torch.Tensor) and value.grad_fn is not None:',
+    '            return value.detach()',
+    '        return value',
+    '',
+    '    if isinstance(obj, torch.Tensor):',
+    '        ns[name] = drop(obj)',
+    '    elif isinstance(obj, list):',
+    '        obj[:] = [drop(v) for v in obj]',
+    '    elif isinstance(obj, dict):',
+    '        for key in list(obj):',
+    '            obj[key] = drop(obj[key])',
+    '    elif isinstance(obj, set):',
+    '        values = {drop(v) for v in obj}',
+    '        obj.clear()',
+    '        obj.update(values)',
+    '    elif type(obj) is tuple:',
+    '        ns[name] = tuple(drop(v) for v in obj)',
+    '',
+    '',
+    '_gpu_hygiene_detach_graphs()',
+    'del _gpu_hygiene_detach_graphs',
+    ''
+  ].join('\n');
+}

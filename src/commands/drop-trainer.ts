@@ -1,0 +1,103 @@
+/**
+ * Drop Finished Trainer, Keep Model…: set `<yolo>.trainer = None` on a YOLO
+ * whose model.train() has finished, freeing the trainer's copies and state.
+ */
+import { formatBytes, sumBytes } from '../analysis/format';
+import { deletableNames } from '../analysis/memory/holders';
+import {
+  describeHoldings,
+  finishedTrainerOwner
+} from '../analysis/findings/model-parts';
+import {
+  generateDropTrainerCell,
+  holdingLabels
+} from '../analysis/codegen/drop-trainer-cell';
+import type { IModelInfo, IPart } from '../protocol';
+import { CommandIDs } from '../tokens';
+import { dropTrainerArgs } from './args';
+import type { ICommandContext } from './context';
+import { modelGone, modelTarget } from './model-actions';
+
+/**
+ * The variable whose finished Ultralytics trainer the drop-trainer command
+ * drops, or null: `requested` when it is a user variable naming `model`
+ * itself, else the first such variable; null for a model without a
+ * finished trainer ({@link finishedTrainerOwner}).
+ */
+export function trainerOwner(
+  model: IModelInfo,
+  requested: unknown
+): string | null {
+  const first = finishedTrainerOwner(model);
+  if (first === null) {
+    return null;
+  }
+  return typeof requested === 'string' &&
+    deletableNames(model).includes(requested)
+    ? requested
+    : first;
+}
+
+/** Ask whether to drop the trainer of `name`, which holds `held` (`bytes` in all). */
+function confirmDrop(
+  ctx: ICommandContext,
+  name: string,
+  held: IPart[],
+  bytes: number
+): Promise<boolean> {
+  const { trans } = ctx;
+  return ctx.confirm(
+    trans.__('Drop the finished trainer of %1?', name),
+    trans.__(
+      'A cell setting "%1.trainer = None" is inserted below the active cell: it frees %2 (%3) and keeps %1, which still predicts, validates and exports. A new %1.train() builds a new trainer.',
+      name,
+      formatBytes(bytes),
+      describeHoldings(held, trans)
+    ),
+    trans.__('Drop trainer')
+  );
+}
+
+/** Register Drop Finished Trainer, Keep Model…. */
+export function addTrainerCommand(ctx: ICommandContext): void {
+  const { trans } = ctx;
+  ctx.commands.addCommand(CommandIDs.dropTrainer, {
+    label: trans.__('Drop Finished Trainer, Keep Model…'),
+    caption: trans.__(
+      'Ask, then insert and run a cell that drops what a finished model.train() left on the YOLO (the trainer, its model and EMA copies, optimizer state, dataloaders); the model keeps working'
+    ),
+    describedBy: dropTrainerArgs,
+    isEnabled: args => {
+      const { panel, info } = modelTarget(ctx, args);
+      return !!panel && !!info && trainerOwner(info, args.name) !== null;
+    },
+    execute: async args => {
+      const { panel, info } = modelTarget(ctx, args);
+      const name = info ? trainerOwner(info, args.name) : null;
+      if (!panel || !info || name === null) {
+        modelGone(ctx);
+        return false;
+      }
+      const held = (info.parts ?? []).filter(p =>
+        p.path.startsWith('trainer.')
+      );
+      const bytes = held.reduce((sum, p) => sum + sumBytes(p.bytes), 0);
+      if (!(await confirmDrop(ctx, name, held, bytes))) {
+        return false;
+      }
+      const code = generateDropTrainerCell({
+        name,
+        holds: holdingLabels(held),
+        bytes
+      });
+      if (code === null) {
+        return false;
+      }
+      await ctx.insert(panel, code, {
+        tag: 'gpu-hygiene-drop-trainer',
+        key: `drop-trainer:${name}`
+      });
+      return true;
+    }
+  });
+}

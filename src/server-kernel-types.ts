@@ -1,0 +1,66 @@
+/**
+ * The shapes of `GET {baseUrl}gpu-hygiene/kernels`'s answer and of where the
+ * browser stands with it: read by the fetch (`server-kernels.ts`), its
+ * validation (`server-kernels-schema.ts`, a lazy chunk), the GPU-process
+ * join and the commands. Types only, so the lazy chunk and the fetch share
+ * them without importing each other.
+ */
+
+/** Result of `parseServerKernels` (server-kernels-schema.ts). */
+export type ServerKernelsParse =
+  { ok: true; answer: IServerKernelsAnswer } | { ok: false; reason: string };
+
+/** One session of a server kernel: `path` of a notebook (or a console's name), `type` `notebook`, `console`, ... */
+export interface IServerSession {
+  id: string;
+  path: string;
+  name: string;
+  type: string;
+}
+
+/**
+ * One kernel of the server: its id (as `/api/kernels`), kernelspec `name`,
+ * the OS `pid` of its process when a local provisioner launched it (else
+ * null), `executionState` and `lastActivity` (ISO 8601) as `/api/kernels`,
+ * its websocket `connections` and its `sessions` (notebook or console paths).
+ */
+export interface IServerKernel {
+  id: string;
+  name: string;
+  pid: number | null;
+  executionState: string;
+  lastActivity: string | null;
+  connections: number;
+  sessions: IServerSession[];
+}
+
+/**
+ * The answer of `GET gpu-hygiene/kernels`: every running kernel of this
+ * server (`kernels`), and whether they live behind a Kernel Gateway
+ * (`gateway`: then no kernel has a pid). Validated by
+ * `parseServerKernels` (server-kernels-schema.ts), loaded with the first fetch.
+ */
+export interface IServerKernelsAnswer {
+  kernels: IServerKernel[];
+  gateway: boolean;
+}
+
+/**
+ * Where the browser stands with the server's kernel list:
+ * - `none`: not asked yet;
+ * - `ok`: the `answer` fetched at `at` (ms since the epoch);
+ * - `missing`: the server answered 404: it runs without the server extension
+ *   (an older install), so no kernel of it can be attributed;
+ * - `error`: another failure (`reason`: `network`, `http` with the status in
+ *   `detail`, `invalid` answer), said once in the VRAM panel.
+ */
+export type ServerKernelsState =
+  | { status: 'none' }
+  | { status: 'ok'; answer: IServerKernelsAnswer; at: number }
+  | { status: 'missing'; at: number }
+  | {
+      status: 'error';
+      reason: 'network' | 'http' | 'invalid';
+      detail: string;
+      at: number;
+    };

@@ -1,0 +1,109 @@
+import { readFileSync, writeFileSync } from 'fs';
+import { join } from 'path';
+import {
+  DROP_TRAINER_MARKER,
+  generateDropTrainerCell,
+  holdingLabels
+} from '../../src/analysis/codegen/drop-trainer-cell';
+
+const MiB = 2 ** 20;
+
+const parts = [
+  {
+    path: 'trainer.model',
+    kind: 'model' as const,
+    className: 'DetectionModel',
+    bytes: { 'cuda:0': 12.1 * MiB }
+  },
+  {
+    path: 'trainer.ema.ema',
+    kind: 'model' as const,
+    className: 'DetectionModel',
+    bytes: { 'cuda:0': 12.1 * MiB }
+  },
+  {
+    path: 'trainer.optimizer',
+    kind: 'optimizer' as const,
+    className: 'AdamW',
+    bytes: { 'cuda:0': 24.1 * MiB }
+  }
+];
+
+describe('generateDropTrainerCell', () => {
+  const code = generateDropTrainerCell({
+    name: 'model',
+    holds: holdingLabels(parts),
+    bytes: 48.3 * MiB
+  })!;
+  const lines = code.trimEnd().split('\n');
+
+  it('says what it frees and keeps, in at most 25 lines of 79-column comments', () => {
+    expect(lines[0]).toBe(DROP_TRAINER_MARKER);
+    expect(lines.slice(1, 5)).toEqual([
+      '# Inserted by jupyterlab-gpu-hygiene: drops what train() left on',
+      '# model.trainer, about 48.3 MiB:',
+      '# model copy 12.1 MiB, EMA copy 12.1 MiB, AdamW state 24.1 MiB;',
+      '# keeps model: predict, val and export still work. Safe to re-run.'
+    ]);
+    expect(lines.length).toBeLessThanOrEqual(25);
+    for (const line of lines.filter(l => l.trimStart().startsWith('#'))) {
+      expect(line.length).toBeLessThanOrEqual(79);
+    }
+  });
+
+  it('sets <name>.trainer = None, collects, and leaves no name behind', () => {
+    expect(code).toContain('def _gpu_hygiene_drop_trainer(name="model"):');
+    expect(code).toContain('        owner.trainer = None');
+    expect(code).toContain('    gc.collect()');
+    expect(lines.slice(-2)).toEqual([
+      '_gpu_hygiene_drop_trainer()',
+      'del _gpu_hygiene_drop_trainer'
+    ]);
+  });
+
+  it('only identifiers reach code; kernel text in comments stays one bounded line', () => {
+    expect(
+      generateDropTrainerCell({ name: 'x"); import os', holds: [], bytes: 0 })
+    ).toBeNull();
+    const long = generateDropTrainerCell({
+      name: 'model',
+      holds: ['a\nb'.repeat(60)],
+      bytes: 0
+    })!;
+    const comments = long.split('\n').filter(l => l.startsWith('#'));
+    expect(comments.every(l => l.length <= 79)).toBe(true);
+    expect(long.split('\n')).toHaveLength(code.split('\n').length);
+  });
+
+  it('is the committed cell that the real-kernel pytest runs (UPDATE_FIXTURES=1 rewrites it)', () => {
+    const path = join(
+      __dirname,
+      '..',
+      'fixtures',
+      'drop_trainer_cell_model.py'
+    );
+    if (process.env.UPDATE_FIXTURES) {
+      writeFileSync(path, code);
+    }
+    expect(code).toBe(readFileSync(path, 'utf8'));
+  });
+
+  it('labels parts in English for the comment', () => {
+    expect(
+      holdingLabels([
+        ...parts,
+        {
+          path: 'trainer.tloss',
+          kind: 'tensor',
+          className: 'Tensor',
+          bytes: { cpu: MiB }
+        }
+      ])
+    ).toEqual([
+      'model copy 12.1 MiB',
+      'EMA copy 12.1 MiB',
+      'AdamW state 24.1 MiB',
+      'tensors 1.0 MiB'
+    ]);
+  });
+});
