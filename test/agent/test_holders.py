@@ -154,6 +154,7 @@ OOM_OLD = (
 )
 
 
+@ultralytics_flops_copy()
 def test_an_out_of_memory_error_gets_a_diagnosis(new_kernel):
     # No GPU here: the cell raises torch's own OutOfMemoryError with the message torch >= 2.1
     # writes (and RuntimeError with the 1.x wording); what the agent parses and reports is real.
