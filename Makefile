@@ -80,6 +80,8 @@ lab: $(STAMP)/build $(STAMP)/lab/stacked-yolo.ipynb
 lint: $(STAMP)/venv $(STAMP)/node
 	npm run build:agent
 	npm run lint:check
+	# the types of src/ and test/unit/ (jest only transpiles them: tsconfig.jest.json)
+	npx tsc -p tsconfig.test.json
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 

@@ -41,6 +41,12 @@ module.exports = {
     '!src/**/*.d.ts',
     '!src/_generated/**'
   ],
+  // ts-jest only transpiles (tsconfig.jest.json: isolatedModules), file by file: the types of
+  // src/ and test/unit/ are checked once, by `tsc -p tsconfig.test.json` in make lint.
+  transform: {
+    ...baseConfig.transform,
+    '^.+\\.tsx?$': ['ts-jest/legacy', { tsconfig: './tsconfig.jest.json' }]
+  },
   transformIgnorePatterns: [`/node_modules/(?!${esModules}).+`],
   testTimeout: 20000
 };
