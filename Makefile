@@ -283,7 +283,9 @@ gpu-check-js:
 
 # Cost of the kernel agent (issue 3): real kernels with 1e4..2e6 live objects and 1/10/50 YOLO
 # models, the agent's per-cell and per-sample cost against a naive gc scan and ipyexperiments'
-# per-cell logger; writes bench/results.json and bench/profile.txt (docs/benchmarks.md explains).
+# per-cell logger; writes bench/results.json (the full matrix only: agent version, commit, machine,
+# rows; a narrowed run writes bench/results.partial.json) and bench/profile.txt (docs/benchmarks.md
+# explains; test/bench/test_results.py fails when results.json is of another agent version).
 # Then what a JupyterLab start costs (issue 14): kernel ready -> the agent's hello in 20 fresh
 # kernels (bench/hello.py), and, in Debian chromium against a server of its own serving this
 # build, the bytes of this extension's start path and hello in the page (bench/start.mjs: its

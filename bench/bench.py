@@ -18,8 +18,15 @@ measures, in that kernel and that state:
 - once (``--profile-at``): cProfile and perf_counter sections of the agent's inventory
   (``bench/profile.txt``).
 
-It prints a table and writes the rows to ``bench/results.json``. Nothing is downloaded: the models
-are ``ultralytics.YOLO("yolov8n.yaml")`` built offline (``YOLO_OFFLINE=true``).
+It prints a table and writes ``bench/results.json``: an object with the agent version and the
+commit it ran on (``agentVersion``, ``commit``, ``dirty``), ``date``, ``machine``, ``goals`` and
+``rows`` (one per configuration). Only the full matrix (no option that narrows it: ``--quick``,
+``--objects``, ``--models``, ``--cells``, ``--no-ipx``) writes ``bench/results.json``; any other run
+writes ``bench/results.partial.json`` (not committed) unless ``--out`` names a file, so a partial
+run never replaces the committed figures with rows of another agent or a smaller matrix.
+``test/bench/test_results.py`` fails when the committed file is of another agent version.
+Nothing is downloaded: the models are ``ultralytics.YOLO("yolov8n.yaml")`` built offline
+(``YOLO_OFFLINE=true``).
 """
 
 import argparse
@@ -30,6 +37,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,7 +51,11 @@ BENCH = "_gpu_hygiene_bench"
 KERNEL_SIDE = Path(__file__).resolve().parent / "kernel_side.py"
 CALL = f"__import__('sys').modules[{BENCH!r}]"
 FULL = (1e4, 1e5, 1e6, 2e6)
+FULL_MODELS = (1, 10, 50)
+FULL_CELLS = 30
 QUICK = (1e4, 1e6)
+RESULTS = ROOT / "bench" / "results.json"  # the full matrix only (committed)
+PARTIAL = ROOT / "bench" / "results.partial.json"  # any other run (ignored by git)
 SAMPLE_REPS = 200
 NAIVE_REPS = 5
 PROFILE_REPS = 5
@@ -86,6 +98,48 @@ def loadavg():
         return None
 
 
+def git_commit():
+    """(HEAD sha of the tree, dirty): dirty when a tracked file differs from HEAD (the agent or
+    the bench may then not be HEAD's). (None, None) outside a git checkout."""
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None, None
+    return sha, bool(status.strip())
+
+
+def goals():
+    """The goals the rows are read against (issue 3; issue 14 for the rebinding cell)."""
+    return {
+        "at": {"objects": 2_000_000, "models": 10},
+        "agentP95Ms": GOAL_P95_MS,
+        "naiveRatio": GOAL_NAIVE_RATIO,
+        "samplerCpuPct": GOAL_SAMPLER_PCT,
+        "rebindP95Ms": GOAL_REBIND_P95_MS,
+        "rebindNaiveRatio": GOAL_REBIND_NAIVE_RATIO,
+    }
+
+
+def full_matrix(args):
+    """Whether the run is the full matrix that ``bench/results.json`` holds (bool)."""
+    return (
+        not args.quick
+        and args.objects is None
+        and args.models is None
+        and args.cells in (None, FULL_CELLS)
+        and args.ipx
+    )
+
+
 def machine():
     model = platform.processor() or platform.machine()
     try:
@@ -97,6 +151,7 @@ def machine():
     except OSError:
         pass
     return {
+        "platform": platform.platform(),
         "cpu": model,
         "cores": os.cpu_count(),
         "python": platform.python_version(),
@@ -381,7 +436,11 @@ def main():
     parser.add_argument("--idle-at", help="configuration of the idle measure, OBJECTSxMODELS")
     parser.add_argument("--profile-at", nargs="+", help="configurations to profile, OBJECTSxMODELS")
     parser.add_argument("--no-ipx", dest="ipx", action="store_false", help="skip ipyexperiments")
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results.json"))
+    parser.add_argument(
+        "--out",
+        help="results file (default: bench/results.json for the full matrix, else "
+        "bench/results.partial.json)",
+    )
     parser.add_argument("--profile", default=str(ROOT / "bench" / "profile.txt"))
     parser.add_argument(
         "--hook-profile", help="file: cProfile of post_run_cell during the rebinding cells"
@@ -393,9 +452,11 @@ def main():
         help="--hook-profile with cProfile, or garbage collections only",
     )
     args = parser.parse_args()
+    full = full_matrix(args)
+    args.out = args.out or str(RESULTS if full else PARTIAL)
     objects = args.objects or (QUICK if args.quick else FULL)
-    models = args.models or ((1, 10) if args.quick else (1, 10, 50))
-    args.cells = args.cells or (10 if args.quick else 30)
+    models = args.models or ((1, 10) if args.quick else FULL_MODELS)
+    args.cells = args.cells or (10 if args.quick else FULL_CELLS)
     args.idle_seconds = args.idle_seconds or (5.0 if args.quick else 20.0)
     largest = f"{int(max(objects))}x{10 if 10 in models else max(models)}"
     args.idle_at = args.idle_at or largest
@@ -461,12 +522,27 @@ def main():
             "  the start path and kernel ready -> hello: make bench-start (bench/start.mjs, "
             "bench/hello.py); the H200 rows: docs/gpu-check.md (make gpu-check on the device)"
         )
+    sha, dirty = git_commit()
+    results = {
+        "agentVersion": kd.AGENT_VERSION,
+        "commit": sha,
+        "dirty": dirty,
+        "date": info["date"],
+        "fullMatrix": full,
+        "seconds": round(time.perf_counter() - started),
+        "agentSha": args.agent_sha,
+        "machine": info,
+        "goals": goals(),
+        "rows": rows,
+    }
     Path(args.out).write_text(
-        json.dumps(rows, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     print(
-        f"\nwrote {os.path.relpath(args.out)} ({len(rows)} rows) in "
+        f"\nwrote {os.path.relpath(args.out)} ({len(rows)} rows, agent {kd.AGENT_VERSION}, "
+        f"commit {(sha or '?')[:12]}{' + changes' if dirty else ''}) in "
         f"{time.perf_counter() - started:.0f} s"
+        + ("" if full else "; not the full matrix: bench/results.json left as it was")
     )
 
 

@@ -289,6 +289,18 @@ SECTION_TARGETS = (
     ("children", "read_tree"),
     ("children", "worker_holders"),
     ("transport", "Transport.broadcast"),
+    ("inventory", "Inventory.walk_roots"),
+    ("inventory", "Inventory.take_census"),
+    ("fingerprint", "since"),
+    ("fingerprint", "refreshed"),
+    ("roots", "output_cells"),
+    ("census", "attribute"),
+    ("census", "recheck"),
+    ("census", "model_entries"),
+    ("models", "StatsCache.union"),
+    ("models", "tensors_unchanged"),
+    ("rootbytes", "sharing"),
+    ("agent", "Agent._remember_wrappers"),
 )
 
 

@@ -244,9 +244,9 @@ def machinery_frame(frame):
 
 
 def skip_ids(shell, own_ids, module_dicts):
-    """ids (set) of objects the walk never enters: namespaces, IPython and kernel machinery,
-    ``own_ids`` (of the agent's objects), and ``module_dicts.ids()`` (every module's
-    ``__dict__``)."""
+    """ids (frozenset) of objects the walk never enters: namespaces, IPython and kernel
+    machinery, ``own_ids`` (of the agent's objects), and ``module_dicts.ids()`` (every module's
+    ``__dict__``). The same object while none of them changed (``ModuleDicts.with_ids``)."""
     skip = {id(shell), id(sys.modules)}
     skip.update(own_ids)
     ns = shell.user_ns
@@ -268,8 +268,7 @@ def skip_ids(shell, own_ids, module_dicts):
     ):
         if obj is not None:
             skip.add(id(obj))
-    skip.update(module_dicts.ids())
-    return skip
+    return module_dicts.with_ids(skip)
 
 
 class _ModuleDictIds(NamedTuple):
@@ -284,6 +283,7 @@ class ModuleDicts:
 
     def __init__(self):
         self._cached = None  # _ModuleDictIds
+        self._with = None  # (ids(), the other ids, their union) of the last ``with_ids``
 
     def ids(self):
         """The ids (frozenset of int)."""
@@ -306,3 +306,15 @@ class ModuleDicts:
         ids = frozenset(ids)
         self._cached = _ModuleDictIds(len(modules), ids)
         return ids
+
+    def with_ids(self, other):
+        """``ids() | other`` (frozenset; ``other``: a set of ids), the very same object as the
+        last call's while neither changed: no copy of ~2,000 ids per inventory, and the
+        walk's ``Trace`` compares its context by identity."""
+        ids = self.ids()
+        last = self._with
+        if last is not None and last[0] is ids and last[1] == other:
+            return last[2]
+        union = ids | other
+        self._with = (ids, frozenset(other), union)
+        return union
