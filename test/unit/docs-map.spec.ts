@@ -5,6 +5,7 @@
  * every path it names exists; the README's first screen has `make lab`,
  * `make test` and one picture, and each of its feature sections is short.
  */
+import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 
@@ -21,8 +22,8 @@ const MAPPED = [
   'scripts',
   'bench'
 ];
-/** Build outputs under those folders (git-ignored): not in the map. */
-const IGNORED = [
+/** Build outputs the map may name (git-ignored, absent from a fresh clone). */
+const BUILD_OUTPUTS = [
   'src/_generated',
   'jupyterlab_gpu_hygiene/labextension',
   'jupyterlab_gpu_hygiene/_version.py'
@@ -31,30 +32,19 @@ const IGNORED = [
 const MAP_START = '<!-- code-map:start -->';
 const MAP_END = '<!-- code-map:end -->';
 
-/** Every file under `dir` (repository-relative, `/`-separated), build outputs left out. */
+/**
+ * Every file of the repository under `dir` (repository-relative,
+ * `/`-separated): what git tracks, so build outputs, caches and a bench's
+ * partial results (all git-ignored) never count.
+ */
 function filesUnder(dir: string): string[] {
-  const out: string[] = [];
-  const walk = (rel: string): void => {
-    for (const entry of fs.readdirSync(path.join(ROOT, rel), {
-      withFileTypes: true
-    })) {
-      const child = `${rel}/${entry.name}`;
-      if (
-        IGNORED.includes(child) ||
-        entry.name === '__pycache__' ||
-        entry.name.endsWith('.mo')
-      ) {
-        continue;
-      }
-      if (entry.isDirectory()) {
-        walk(child);
-      } else if (entry.isFile()) {
-        out.push(child);
-      }
-    }
-  };
-  walk(dir);
-  return out.sort();
+  return execFileSync('git', ['ls-files', '-z', '--', dir], {
+    cwd: ROOT,
+    encoding: 'utf-8'
+  })
+    .split('\0')
+    .filter(name => name !== '' && fs.existsSync(path.join(ROOT, name)))
+    .sort();
 }
 
 /** The text of the map: what lies between its markers. */
@@ -104,7 +94,7 @@ describe('docs/architecture.md, the code map', () => {
   it('names only paths that exist', () => {
     expect(named.length).toBeGreaterThan(0);
     const missing = named.filter(p => {
-      if (IGNORED.some(out => p.startsWith(out))) {
+      if (BUILD_OUTPUTS.some(out => p.startsWith(out))) {
         return false; // a build output, absent from a fresh tree
       }
       const full = path.join(ROOT, p);
