@@ -125,9 +125,15 @@ test-compat-oldest: $(STAMP)/venv $(STAMP)/node
 compat-setup-oldest: $(STAMP)/venv
 	$(BIN)/python scripts/compat.py setup oldest
 
+# Galata: the specs that may share the machine in GPU_HYGIENE_UI_WORKERS browsers (default 2),
+# then those that must run alone (playwright.config.js, project "alone"); both run, the stage
+# fails if either failed.
 test-ui: $(STAMP)/build $(STAMP)/chromium
 	source $(BIN)/activate
-	npx playwright test
+	rc=0
+	npx playwright test --project=parallel || rc=$$?
+	npx playwright test --project=alone --output=test-results/alone || rc=$$?
+	exit $$rc
 
 # The browser test again with every kernel remote, behind a Jupyter Kernel Gateway.
 test-gateway: $(STAMP)/build $(STAMP)/chromium

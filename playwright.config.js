@@ -5,19 +5,35 @@
  */
 const baseConfig = require('@jupyterlab/galata/lib/playwright-config');
 
+/**
+ * Specs for another server: gateway.spec.ts needs the Kernel Gateway set-up of
+ * playwright.gateway.config.js, notebook7.spec.ts the Notebook 7 server of
+ * playwright.notebook7.config.js.
+ */
+const OTHER_SERVERS = ['gateway.spec.ts', 'notebook7.spec.ts'];
+/** Specs that run with no other test beside them (project "alone"). */
+const ALONE = ['a11y.spec.ts'];
+
 // GPU_HYGIENE_UI_PORT lets two Galata runs share a machine (default 8888).
 const PORT = Number(process.env.GPU_HYGIENE_UI_PORT || 8888);
 
 module.exports = {
   ...baseConfig,
   testDir: './test/ui',
-  // gateway.spec.ts needs the Kernel Gateway set-up of playwright.gateway.config.js,
-  // notebook7.spec.ts the Notebook 7 server of playwright.notebook7.config.js.
-  testIgnore: ['gateway.spec.ts', 'notebook7.spec.ts'],
+  testIgnore: OTHER_SERVERS,
   reporter: [['list'], ['html', { open: 'never' }]],
   timeout: 180000,
   expect: { timeout: 30000 },
-  workers: 1,
+  // Spec files run side by side in GPU_HYGIENE_UI_WORKERS browsers against the one server (each
+  // test has its own folder, notebooks and kernels; Galata keeps settings per page). The project
+  // "alone" holds what must not share the machine: make test-ui runs it after the others.
+  workers: Number(process.env.GPU_HYGIENE_UI_WORKERS || 2),
+  projects: [
+    { name: 'parallel', testIgnore: [...OTHER_SERVERS, ...ALONE] },
+    // a11y.spec.ts scans the stacked-model toast in both themes; the toast closes itself after
+    // 15 s (STATE_TOAST_AUTO_CLOSE), which a test slowed by a neighbour outlives.
+    { name: 'alone', testMatch: ALONE, workers: 1 }
+  ],
   retries: 0,
   use: {
     ...baseConfig.use,

@@ -46,7 +46,8 @@ module.exports = {
   reporter: [['list']],
   timeout: 240000,
   expect: { timeout: 60000 },
-  workers: 1,
+  // four servers of their own: two smoke tests at a time
+  workers: 2,
   retries: 0,
   use: {
     launchOptions: base.use.launchOptions,

@@ -17,6 +17,9 @@ module.exports = {
   ...base,
   testMatch: ['gateway.spec.ts', 'stacked-yolo.spec.ts'],
   testIgnore: [],
+  // one project, one browser: not the main config's parallel/alone split
+  projects: undefined,
+  workers: 1,
   outputDir: 'test-results/gateway',
   reporter: [['list']],
   use: { ...base.use, baseURL: `http://127.0.0.1:${LAB_PORT}` },

@@ -14,6 +14,9 @@ module.exports = {
   ...base,
   testMatch: ['notebook7.spec.ts'],
   testIgnore: [],
+  // one project, one browser: not the main config's parallel/alone split
+  projects: undefined,
+  workers: 1,
   outputDir: 'test-results/notebook7',
   reporter: [['list']],
   use: { ...base.use, baseURL: `http://127.0.0.1:${PORT}`, appPath: '' },
