@@ -201,7 +201,8 @@ test:
 		"$$@" || { printf '%-22s %8s  FAILED\n' "$$name" "$$(( $$(date +%s) - t0 ))" >> $$times; return 1; }
 		printf '%-22s %8s\n' "$$name" "$$(( $$(date +%s) - t0 ))" >> $$times
 	}
-	stage setup $(MAKE) --no-print-directory $(STAMP)/build $(STAMP)/chromium
+	# .venv (pip) and node_modules (npm ci) are made side by side, then the build
+	stage setup $(MAKE) --no-print-directory -j2 $(STAMP)/build $(STAMP)/chromium
 	( $(MAKE) --no-print-directory compat-setup-oldest $(STAMP)/floor $(STAMP)/floor-types \
 		> $(STAMP)/test-background.log 2>&1 ) &
 	bg=$$!
