@@ -179,7 +179,12 @@ test-floor: $(STAMP)/floor $(STAMP)/floor-types $(STAMP)/chromium
 # the end, also when a stage fails (and kept in $(STAMP)/test-times.txt). The two venvs that only
 # later stages need (the oldest kernel's, the floor's: mostly downloads and unpacking) are made in
 # the background while lint, jest and the agent tests run; their stage waits for them.
-TEST_STAGES := lint test-unit test-agent test-compat-oldest test-ui test-gateway test-notebook7 test-floor
+TEST_STAGES := lint+test-unit test-agent test-compat-oldest test-ui test-gateway test-notebook7 test-floor
+# lint (one core: eslint, prettier, tsc, ruff) and jest (one worker on two cores) side by side;
+# each one's output is printed whole when it ends
+.PHONY: lint+test-unit
+lint+test-unit:
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint test-unit
 test:
 	mkdir -p $(STAMP)
 	times=$(STAMP)/test-times.txt

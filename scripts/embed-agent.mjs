@@ -11,7 +11,13 @@
 // of cell code, which ipykernel and IPython read character by character for
 // every cell (ipykernel's debugger names each cell by a pure-Python murmur2
 // hash of its whole code). test/agent/kernel_driver.py encodes it the same way.
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  writeFileSync
+} from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { deflateSync } from 'node:zlib';
@@ -57,7 +63,11 @@ const text = [
   `export const AGENT_VERSION = ${JSON.stringify(version[1])};`,
   ''
 ].join('\n');
-// Rewrite only on change, so make and tsc see an unchanged file as up to date.
+// Rewrite only on change, so make and tsc see an unchanged file as up to date; through a file of
+// this process's own and a rename, so that a run beside it (make test's lint and jest stages run
+// at once) never reads a half-written file.
 if (!existsSync(out) || readFileSync(out, 'utf8') !== text) {
-  writeFileSync(out, text);
+  const partial = `${out}.${process.pid}.tmp`;
+  writeFileSync(partial, text);
+  renameSync(partial, out);
 }
