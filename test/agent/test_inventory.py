@@ -215,6 +215,7 @@ def test_clean_cell_frees_an_unnamed_cyclic_output_of_the_previous_cell(
     assert kernel.run("print(refs[0]() is None)").stdout == "True\n"
 
 
+@ultralytics_flops_copy()
 def test_a_copy_hanging_off_a_model_is_found_and_listed_as_its_part(new_kernel):
     # deepcopy (ultralytics' EMA) and unpickling build modules without the registration hooks;
     # the walk finds them, also through a model's plain attributes (a trainer object here),
