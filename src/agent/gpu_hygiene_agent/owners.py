@@ -79,9 +79,26 @@ def _tensors_of(value, tensor_type):
     return []
 
 
-def _optimizer_state(optimizer, tensor_type, params, seen):
+def optimizer_state(optimizer, optimizer_type):
+    """An optimizer's ``state`` dict, read from instance dicts only: its own (``Optimizer``
+    sets it in ``__init__``), else that of the optimizer it wraps (accelerate's
+    ``AcceleratedOptimizer``, Lightning's ``LightningOptimizer``: their ``state`` is a property
+    or ``__getattr__`` of theirs, never called); None when neither has one."""
+    attrs = vars_of(optimizer)
+    state = attrs.get("state")
+    if peek.is_a(state, dict):
+        return state
+    for value in list(attrs.values())[:MAX_OWNER_ATTRS]:
+        if value is not optimizer and peek.is_a(value, optimizer_type):
+            state = vars_of(value).get("state")
+            if peek.is_a(state, dict):
+                return state
+    return None
+
+
+def _optimizer_state(optimizer, tensor_type, params, seen, optimizer_type=None):
     storages = {}
-    state = vars_of(optimizer).get("state")  # Optimizer sets it in __init__
+    state = optimizer_state(optimizer, optimizer_type)
     values = dict.values(state) if peek.is_a(state, dict) else ()
     for i, entry in enumerate(values):
         if i >= MAX_OWNER_ITEMS:
@@ -221,7 +238,7 @@ class _OwnerWalk:
 
     def optimizer(self, optimizer, path):
         storages, state = _optimizer_state(
-            optimizer, self.ctx["tensor"], self.ctx["params"], self.seen
+            optimizer, self.ctx["tensor"], self.ctx["params"], self.seen, self.ctx["optimizer"]
         )
         key = id(state) if peek.is_a(state, dict) else id(optimizer)
         if key in self.states:
