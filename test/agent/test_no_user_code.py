@@ -338,3 +338,70 @@ def test_the_users_interrupt_during_the_agents_work_reaches_the_cell(new_kernel,
     )
     assert result.stdout == "True\n"
     assert [m["className"] for m in inventory["models"]] == ["Linear"]
+
+
+def test_fix_cells_act_only_on_the_objects_they_were_offered_for(new_kernel, generate_clean_cell):
+    """ "Delete model…" of a model that ``model`` no longer holds keeps the new one; a str
+    subclass key that reads ``model`` and a key whose ``__str__`` raises break nothing; a
+    variable of the user's named like the cell's helper survives the cell."""
+    kernel, comm = start(new_kernel)
+    run_and_inventory(kernel, comm, "import torch")
+    _, inventory = run_and_inventory(kernel, comm, "model = torch.nn.Linear(4, 4)")
+    (old,) = inventory["models"]
+    assert old["holders"][0]["valueId"].startswith("0x")
+    code = generate_clean_cell(inventory, modelId=old["id"], deleteNames=["model"])
+    # meanwhile: model rebound, hostile keys planted, a variable named like the helper
+    run_and_inventory(
+        kernel,
+        comm,
+        "first = model\n"
+        "model = torch.nn.Linear(8, 8)\n"
+        "class Loud(str):\n"
+        "    def __str__(self):\n"
+        "        raise SystemExit('str of a key')\n"
+        "    def __eq__(self, other):\n"
+        "        raise SystemExit('== of a key')\n"
+        "    __hash__ = str.__hash__\n"
+        "globals()[Loud('model2')] = 1\n"
+        "globals()[Loud('_9')] = 2\n"
+        "_gpu_hygiene_clear_gpu = 'mine'",
+    )
+    result, after = run_and_inventory(kernel, comm, code)
+    assert result.stdout == "# model changed: kept\n"
+    state = kernel.evaluate(
+        model="type(model).__name__ + str(model.in_features)",
+        mine="_gpu_hygiene_clear_gpu",
+        first="first.in_features",
+    )
+    assert state == {"model": "Linear8", "mine": "mine", "first": 4}
+    # offered for the object it still holds: deleted, and the helper's name left unbound
+    _, inventory = run_and_inventory(kernel, comm, "del first, _gpu_hygiene_clear_gpu")
+    (current,) = [m for m in inventory["models"] if m["holders"][0]["name"] == "model"]
+    code = generate_clean_cell(inventory, modelId=current["id"], deleteNames=["model"])
+    result, after = run_and_inventory(kernel, comm, code)
+    assert result.stdout == ""
+    assert [m for m in after["models"] if m["id"] == current["id"]] == []
+    names = kernel.evaluate(
+        names="sorted(k for k in get_ipython().user_ns if type(k) is str and k in "
+        "('model', '_gpu_hygiene_clear_gpu'))"
+    )
+    assert names == {"names": []}
+
+
+def test_a_large_namespace_and_a_variable_holding_globals(new_kernel):
+    """1e5 user variables: every cell still gets its inventory, and a cell that changes nothing
+    is re-sent, also while a variable holds ``globals()`` (the namespace changes at every cell:
+    it is fingerprinted by its id, never one level deep)."""
+    kernel, comm = start(new_kernel)
+    run_and_inventory(kernel, comm, "import torch\nnet = torch.nn.Linear(2, 2)")
+    kernel.execute(
+        "get_ipython().user_ns.update(('v%d' % i, [i]) for i in range(100000))",
+        silent=True,
+        store_history=False,
+    )
+    _, inventory = run_and_inventory(kernel, comm, "g = globals()")
+    assert [h["name"] for m in inventory["models"] for h in m["holders"]] == ["net"]
+    _, inventory = run_and_inventory(kernel, comm, "pass")
+    assert inventory["skipped"] is True
+    _, inventory = run_and_inventory(kernel, comm, "x = 1")
+    assert inventory["skipped"] is True

@@ -51,10 +51,16 @@ def fingerprint(shell, tracker, stats):
         stats.probe(),
     ]
     system_name = roots.SYSTEM_NAME
-    for space in (shell.user_ns, roots.hidden_ns(shell) or {}):
+    spaces = (shell.user_ns, roots.hidden_ns(shell) or {})
+    for space in spaces:
         for name, value in list(space.items()):
             cls = type(value)
             if id(cls) in LEAF_IDS:
+                continue
+            if value is spaces[0] or value is spaces[1]:
+                # a variable holding globals(): the namespace itself, never walked, changes
+                # at every cell (IPython's _i<n>...): by its id, not one level deep
+                parts.append((name if type(name) is str else ("key", id(name)), (id(value),)))
                 continue
             if type(name) is not str:
                 # by id: comparing the fingerprints must never run a key's __eq__
