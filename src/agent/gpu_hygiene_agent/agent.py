@@ -255,7 +255,8 @@ class Agent:
         if isinstance(raw, str) and CLEAN_MARKER in raw and self.comms:
             self.ensure_tracking()
             tops = self.inventory.forests.forest().tops
-            self.clean_snapshot = clean.snapshot(tops, self._clean_error)
+            with inventory.no_torch_function():  # a tensor subclass's Python never runs
+                self.clean_snapshot = clean.snapshot(tops, self._clean_error)
             del tops
 
     def post_run_cell(self, result=None):
@@ -296,7 +297,8 @@ class Agent:
 
     def _cleaned(self, snapshot, count):
         tops = self.inventory.forests.forest().tops
-        after = clean.models_left(tops)
+        with inventory.no_torch_function():
+            after = clean.models_left(tops)
         del tops
         return clean.cleaned(snapshot, after, count)
 

@@ -50,18 +50,17 @@ class _Handler:
         raise UserInterrupt()
 
 
-def _install():
-    """Our handler in place of ``default_int_handler`` (main thread only), and the one it
-    replaced; (None, None) when the handler is something else or cannot be set."""
+def _handler():
+    """Our handler, to put in place of ``default_int_handler`` (main thread only); None when
+    the handler is something else or signals cannot be set here."""
     if threading.current_thread() is not threading.main_thread():
-        return None, None
+        return None
     try:
         if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-            return None, None
-        handler = _Handler()
-        return handler, signal.signal(signal.SIGINT, handler)
+            return None
     except Exception:
-        return None, None
+        return None
+    return _Handler()
 
 
 def _report(on_error, exc):
@@ -73,17 +72,21 @@ def guarded(work, on_error):
     """Run ``work()``; never raises. Any exception (``BaseException`` included) goes to
     ``on_error(exc)``, except the user's interrupt, which stops ``work`` and makes ``guarded``
     return True (False otherwise)."""
-    handler, previous = _install()
+    handler = _handler()
+    installed = False
     interrupted = False
     try:
         try:
+            if handler is not None:
+                # inside the try: a signal right after this line is ours (UserInterrupt)
+                installed = signal.signal(signal.SIGINT, handler) is not None
             work()
         except UserInterrupt:
             interrupted = True
         except KeyboardInterrupt as exc:
-            if handler is None:
-                # the kernel's own handler (not replaced: another thread's request, a handler
-                # of the user's): the agent runs no user code, so this is the user's signal
+            if not installed:
+                # the kernel's own handler (not replaced, or not yet): the agent runs no user
+                # code, so this is the user's signal
                 interrupted = True
             else:
                 _report(on_error, exc)  # raised by something the agent reached
@@ -92,7 +95,7 @@ def guarded(work, on_error):
     except BaseException:  # our handler fired inside one of the except clauses above
         interrupted = True
     finally:
-        if handler is not None:
+        if handler is not None and (installed or signal.getsignal(signal.SIGINT) is handler):
             with contextlib.suppress(BaseException):
-                signal.signal(signal.SIGINT, previous)
+                signal.signal(signal.SIGINT, signal.default_int_handler)
     return interrupted or (handler is not None and handler.hit)
