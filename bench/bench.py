@@ -168,9 +168,10 @@ def machine():
 class Bench:
     """One fresh kernel in one configuration."""
 
-    def __init__(self, objects, models, args):
+    def __init__(self, objects, models, args, variables=0):
         self.objects = objects
         self.models = models
+        self.variables = int(variables)  # user variables added (issue 31: namespace size)
         self.args = args
         self.kernel = kd.Kernel(env={"YOLO_OFFLINE": "true"})
         self.kernel.inject(source=args.agent_source, loader=args.loader_source)
@@ -209,6 +210,8 @@ class Bench:
     def run(self):
         a = self.args
         row = {"objects": int(self.objects), "models": self.models, "load_before": loadavg()}
+        if self.variables:
+            row["variables"] = self.variables
         self.cell("import torch\nfrom ultralytics import YOLO")
         started = time.perf_counter()
         self.cell(
@@ -216,6 +219,10 @@ class Bench:
         )
         row["models_build_s"] = rnd(time.perf_counter() - started, 1)
         self.silent(f"records = {CALL}.make_records({int(self.objects)})")
+        if self.variables:  # v0 = [0], v1 = [1]...: each a root the agent looks at
+            self.silent(
+                f"get_ipython().user_ns.update(('v%d' % i, [i]) for i in range({self.variables}))"
+            )
         self.cell("x_counter = 0\ntmp = None\nalias = model")
         row["added_objects"], _total = self.call("records_added()")
         row["gc_objects"] = self.call("count_objects()")
@@ -395,6 +402,7 @@ COLUMNS = (
     ("objects", "objects added", "{:,}"),
     ("gc_objects", "gc objects", "{:,}"),
     ("models", "models", "{}"),
+    ("variables", "user variables", "{:,}"),
     ("agent_p50_ms", "agent p50", "{:.2f}"),
     ("agent_p95_ms", "agent p95", "{:.2f}"),
     ("agent_full_p50_ms", "rebind p50", "{:.2f}"),
@@ -432,6 +440,13 @@ def main():
     parser.add_argument("--objects", type=float, nargs="+", help="live objects added by user data")
     parser.add_argument("--models", type=int, nargs="+", help="YOLO('yolov8n.yaml') models")
     parser.add_argument("--cells", type=int, help="cells per kind per configuration (default 30)")
+    parser.add_argument(
+        "--variables",
+        type=float,
+        nargs="+",
+        default=[0],
+        help="user variables added to the namespace (issue 31 rows: 1e4 1e5; default none)",
+    )
     parser.add_argument("--idle-seconds", type=float, help="idle window for the sampler's CPU")
     parser.add_argument("--idle-at", help="configuration of the idle measure, OBJECTSxMODELS")
     parser.add_argument("--profile-at", nargs="+", help="configurations to profile, OBJECTSxMODELS")
@@ -475,23 +490,24 @@ def main():
     print(f"agent: {kd.AGENT_DIR.relative_to(ROOT)} payload sha256 {args.agent_sha}...", flush=True)
     rows = []
     started = time.perf_counter()
-    for n in objects:
-        for m in models:
-            t0 = time.perf_counter()
-            bench = Bench(n, m, args)
-            try:
-                row = bench.run()
-            finally:
-                bench.close()
-            rows.append(row)
-            print(
-                f"{int(n):>9,} objects x {m:>2} models: agent p50 {row['agent_p50_ms']:.2f} / "
-                f"p95 {row['agent_p95_ms']:.2f} ms, rebind p50 {row['agent_full_p50_ms']:.2f} / "
-                f"p95 {row['agent_full_p95_ms']:.2f} ms, sample {row['sample_ms']:.3f} ms, "
-                f"naive {row['naive_ms']:.1f} ms, ipx {row.get('ipx_ms')} ms "
-                f"({time.perf_counter() - t0:.0f} s)",
-                flush=True,
-            )
+    for n, m, v in ((n, m, v) for n in objects for m in models for v in args.variables):
+        t0 = time.perf_counter()
+        bench = Bench(n, m, args, v)
+        try:
+            row = bench.run()
+        finally:
+            bench.close()
+        rows.append(row)
+        names = f" x {int(v):,} variables" if v else ""
+        print(
+            f"{int(n):>9,} objects x {m:>2} models{names}: agent p50 "
+            f"{row['agent_p50_ms']:.2f} / "
+            f"p95 {row['agent_p95_ms']:.2f} ms, rebind p50 {row['agent_full_p50_ms']:.2f} / "
+            f"p95 {row['agent_full_p95_ms']:.2f} ms, sample {row['sample_ms']:.3f} ms, "
+            f"naive {row['naive_ms']:.1f} ms, ipx {row.get('ipx_ms')} ms "
+            f"({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
     print()
     print(table(rows))
     idle = next((r for r in rows if "sampler_cpu_pct" in r), None)

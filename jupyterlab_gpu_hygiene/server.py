@@ -7,8 +7,11 @@ models as ``/api/kernels`` and ``/api/sessions`` plus the pid of each local kern
 
 It takes no argument (no pid, no kernel id: the query string is never read), answers GET only, and
 is authenticated and authorized like ``/api/kernels`` (auth resource ``kernels``, action
-``read``). It never signals or inspects a process: the pid is the one the kernel's provisioner
-launched, read from the provisioner. Documented in docs/server-extension.md.
+``read``). The sessions (notebook paths) are listed only for a user the authorizer also lets read
+``sessions``, as ``/api/sessions`` does; for another user every kernel's ``sessions`` is empty and
+``sessionsHidden`` is true. It never signals or inspects a process: the pid is the one the
+kernel's provisioner launched, read from the provisioner. Documented in
+docs/server-extension.md.
 """
 
 from __future__ import annotations
@@ -89,14 +92,17 @@ def kernel_row(model: dict, pid: int | None, sessions: list) -> dict:
 
 
 async def kernels_answer(kernel_manager: Any, session_manager: Any) -> dict:
-    """The endpoint's answer: every running kernel of this server, its sessions and its pid."""
+    """The endpoint's answer: every running kernel of this server, its sessions and its pid.
+    ``session_manager`` None: the sessions are not listed (``sessionsHidden: true``)."""
     kernels = await _maybe_await(kernel_manager.list_kernels())
     by_kernel: dict[str, list] = {}
-    for session in await _maybe_await(session_manager.list_sessions()):
+    listed = await _maybe_await(session_manager.list_sessions()) if session_manager else []
+    for session in listed:
         kernel = session.get("kernel") or {}
         if kernel.get("id"):
             by_kernel.setdefault(kernel["id"], []).append(session_row(session))
     return {
+        "sessionsHidden": session_manager is None,
         "kernels": [
             kernel_row(
                 model, local_pid(kernel_manager, model["id"]), by_kernel.get(model["id"], [])
@@ -115,7 +121,13 @@ class GpuHygieneKernelsHandler(APIHandler):
     @web.authenticated
     @authorized("read", resource=AUTH_RESOURCE)
     async def get(self) -> None:
-        answer = await kernels_answer(self.kernel_manager, self.session_manager)
+        # the notebook paths only for a user who may read them through /api/sessions too
+        sessions = await _maybe_await(
+            self.authorizer.is_authorized(self, self.current_user, "read", "sessions")
+        )
+        answer = await kernels_answer(
+            self.kernel_manager, self.session_manager if sessions else None
+        )
         self.set_header("Cache-Control", "no-store")
         self.finish(json.dumps(answer))
 

@@ -107,7 +107,13 @@ const holder = z.object({
   name: shortText,
   path: shortText,
   /** The root reaches only submodules of the model (a loop variable over its layers). */
-  submodule: z.optional(z.boolean())
+  submodule: z.optional(z.boolean()),
+  /**
+   * A variable holder only (agent 0.8.0): `hex(id())` of what the variable
+   * held when the inventory was built; a fix cell acts on the name only while
+   * it still holds that object.
+   */
+  valueId: z.optional(z.string().check(z.regex(/^0x[0-9a-f]{1,16}$/)))
 });
 
 const part = z.object({
@@ -259,7 +265,17 @@ const inventory = z.object({
   allocator: z.nullable(allocator),
   children,
   owners: z.array(ownerObject).check(z.maxLength(1000)),
-  limits
+  limits,
+  /**
+   * Objects the inventory left out because reading them would run the
+   * user's code or failed (agent 0.8.0; absent from older agents).
+   */
+  unread: z.optional(
+    z.object({
+      objects: count,
+      reasons: z.record(z.string().check(z.maxLength(200)), count)
+    })
+  )
 });
 
 const beforeAfter = z.object({ before: bytes, after: bytes });

@@ -35,3 +35,20 @@ export function commentSafe(text: string, maxLength = 120): string {
     ? `${oneLine.slice(0, maxLength - 1)}…`
     : oneLine;
 }
+
+/**
+ * The `def` line(s) of a generated cell's helper function `helper` with its
+ * own parameters (`params`, Python source such as `name="model"`), then the
+ * first line of its body. A cell defines its helper in the user namespace and
+ * calls it (its last line is `${helper}()`): the helper first gives back the
+ * user's own variable of that name (kept in `was` when the `def` ran) or
+ * unbinds itself, so a variable of the user's never goes (issue 31).
+ */
+export function helperHead(helper: string, params: string): string[] {
+  return [
+    `def ${helper}(${params},`,
+    `        was=globals().get("${helper}", ...),`,
+    `        me="${helper}"):`,
+    '    globals().pop(me) if was is ... else globals().update({me: was})  # yours'
+  ];
+}

@@ -244,7 +244,7 @@ def test_c01_with_the_generated_clean_cell(device, session, check, clean_cells):
 
     before = dev0(s.sample())
     clean = clean_cells(inventory, "stacking" if s.cuda else "stacking-cpu")
-    assert "def _gpu_hygiene_clear_gpu(out_keys=(2,)):" in clean
+    assert 'me="_gpu_hygiene_clear_gpu", out_keys=(2,)):' in clean
     assert f"{older['label']}, {one / MiB:.1f} MiB (Out[2], _2, __)" in comment_text(clean)
     result, inventory = s.run(5, clean)
     assert result.outputs == []

@@ -67,7 +67,7 @@ def test_rerun_stacks_two_yolo_models_and_the_clean_cell_frees_the_stale_one(
     assert newer["bytes"]["cpu"] == one
 
     clean = generate_clean_cell(inventory)
-    assert f"def _gpu_hygiene_clear_gpu(out_keys=({n},)):" in clean
+    assert f'me="_gpu_hygiene_clear_gpu", out_keys=({n},)):' in clean
     assert "still named, so kept: model." in clean
     n_cleaned = len(comm.messages("cleaned"))
     cleaned_cell, inventory = run_and_inventory(kernel, comm, clean)

@@ -100,7 +100,7 @@ def test_displayed_tensors_map_to_their_cells_and_clean_frees_them(device, sessi
 
     before = allocated(s)
     clean = clean_cells(as_cuda(inventory, s.cuda), f"outputs-{device}")
-    assert 'def _gpu_hygiene_clear_gpu(out_keys=(3, 4), copies=("_2",)):' in clean
+    assert 'me="_gpu_hygiene_clear_gpu", out_keys=(3, 4), copies=("_2",)):' in clean
     assert "cells [3], [4], hidden copy _2: 12.0 MiB on cuda:0" in comment_text(clean)
     assert clean_cell_shape(clean) == []  # at most 25 lines, none wider than 79 columns
     s.run(code=clean)

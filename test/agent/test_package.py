@@ -315,7 +315,7 @@ def old_agent():
 # facts the single-file agent never had (issue 17): the allocator split, child processes, owner
 # objects, the limits of the environment (issue 16), and holders that reach only a submodule
 # (``submodule: true``; checked on their own below)
-NEW_FACTS = ("allocator", "children", "owners", "limits")
+NEW_FACTS = ("allocator", "children", "owners", "limits", "unread")
 
 
 def protocol_id(agent, tracker, module):
@@ -337,9 +337,9 @@ def _address_ids(value):
 
 def _comparable(message):
     """The message without its timing, and without what the single-file agent did not report:
-    ``allocator``, ``children``, ``owners``, ``limits``, the roots' ``sole``, ``shared`` and
-    ``cells`` (and the rows only those fill), and the holders' ``submodule`` (checked on their
-    own below)."""
+    ``allocator``, ``children``, ``owners``, ``limits``, ``unread``, the roots' ``sole``,
+    ``shared`` and ``cells`` (and the rows only those fill), and the holders' ``submodule``
+    (checked on their own below) and ``valueId``."""
     out = {k: v for k, v in message.items() if k not in ("t", "seq", "durationMs", *NEW_FACTS)}
     new = ("sole", "shared", "sharedWith", "cells")
     out["roots"] = [
@@ -350,7 +350,10 @@ def _comparable(message):
     out["models"] = [
         {
             **m,
-            "holders": [{k: v for k, v in h.items() if k != "submodule"} for h in m["holders"]],
+            "holders": [
+                {k: v for k, v in h.items() if k not in ("submodule", "valueId")}
+                for h in m["holders"]
+            ],
         }
         for m in message["models"]
     ]

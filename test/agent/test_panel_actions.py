@@ -78,7 +78,9 @@ def test_delete_removes_the_name_and_frees_the_model(new_kernel, panel_cell):
     assert holder_names(model, "variable") == {"model"}
 
     code = panel_cell(inventory, modelId=model["id"], deleteNames=["model"])
-    assert 'names=("model",)' in code
+    # with what it held (the holder's valueId), wherever the signature wraps
+    value_id = model["holders"][0]["valueId"]
+    assert f'names=(("model", {value_id}),)):' in " ".join(code.split())
     n_cleaned = len(comm.messages("cleaned"))
     result, after = run(kernel, comm, code)
     assert result.error is None, result.error
@@ -106,6 +108,7 @@ def test_names_that_are_not_identifiers_never_reach_the_cell(new_kernel, panel_c
         inventory, modelId=model["id"], deleteNames=["model; import os", "None", "model"]
     )
     code_lines = [line for line in code.splitlines() if not line.lstrip().startswith("#")]
-    assert 'def _gpu_hygiene_clear_gpu(out_keys=(2,), names=("model",)):' in code_lines
+    value_id = model["holders"][0]["valueId"]
+    assert f'names=(("model", {value_id}),)):' in " ".join(code.split())
     assert not any("import os" in line for line in code_lines)
     assert not any('"None"' in line for line in code_lines)

@@ -115,7 +115,8 @@ def check_fixture(path, inventories):
 
 
 def normalise(inventories):
-    """The inventories with ids renumbered (``m1``, ``m2``… in order of first appearance), the
+    """The inventories with ids renumbered (``m1``, ``m2``… in order of first appearance) and
+    the holders' ``valueId`` (an address) left out, the
     models' ``order`` replaced by its rank among all the steps' (1, 2…: older first), and only
     the ``KEPT`` keys: stable from one run to the next. The raw order counts the modules seen
     before, which the environment changes (with ``tqdm`` importable, Ultralytics registers its
@@ -129,6 +130,7 @@ def normalise(inventories):
             return {
                 k: (ids.setdefault(v, f"m{len(ids) + 1}") if k == "id" else rename(v))
                 for k, v in value.items()
+                if k != "valueId"  # an address: differs from run to run
             }
         if isinstance(value, list):
             return [rename(v) for v in value]

@@ -175,7 +175,7 @@ def answer_ok(server):
     """The endpoint's answer (asserting a 200 and the field set of every row)."""
     status, answer = server.get(ROUTE)
     assert status == 200, answer
-    assert set(answer) == {"kernels", "gateway"}
+    assert set(answer) == {"kernels", "gateway", "sessionsHidden"}
     for row in answer["kernels"]:
         assert set(row) == FIELDS
     return answer
@@ -247,6 +247,7 @@ def test_the_session_path_maps_to_its_kernel(local):
         {"id": session["id"], "path": "runs/train.ipynb", "name": "train.ipynb", "type": "notebook"}
     ]
     assert rows[local.plain["id"]]["sessions"] == []
+    assert local.answer["sessionsHidden"] is False  # the token's user may read sessions
 
 
 async def _kernel_pid_over_websocket(server, kernel_id, while_connected):
@@ -415,6 +416,45 @@ def test_the_authorizer_is_asked_about_reading_kernels(tmp_path):
         assert server.get("api/contents")[0] == 200  # the token itself is valid
     finally:
         stop_and_reap([server], [])
+
+
+KERNELS_ONLY = '''
+from jupyter_server.auth.authorizer import Authorizer
+
+
+class ReadKernelsOnly(Authorizer):
+    """Allows the kernels (reading them, and starting one for the test) and the server's
+    status (the test waits for it); never the sessions."""
+
+    def is_authorized(self, handler, user, action, resource):
+        return resource == "kernels" or (resource == "api" and action == "read")
+'''
+
+
+def test_notebook_paths_need_the_permission_of_api_sessions(tmp_path):
+    """A user allowed to read kernels but not sessions gets the kernels and their pids, never
+    the notebook paths that ``/api/sessions`` refuses them."""
+    (tmp_path / "read_kernels_only.py").write_text(KERNELS_ONLY)
+    env = jupyter_env(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
+    server = Server(
+        "kernels-only",
+        tmp_path,
+        env,
+        "--ServerApp.authorizer_class=read_kernels_only.ReadKernelsOnly",
+    )
+    pids = []
+    try:
+        status, kernel = server.post("api/kernels", {"name": "python3"})
+        assert status == 201, kernel
+        assert server.get("api/sessions")[0] == 403
+        answer = answer_ok(server)
+        (row,) = answer["kernels"]
+        assert row["id"] == kernel["id"] and row["sessions"] == []
+        assert answer["sessionsHidden"] is True
+        pids.append(row["pid"])
+    finally:
+        stop_and_reap([server], [p for p in pids if p])
 
 
 def test_the_shipped_config_enables_the_extension(tmp_path):

@@ -55,6 +55,7 @@ describe('planClean', () => {
       staleBytes: 0,
       modelId: null,
       deleteNames: [],
+      deleteIds: {},
       clearTraceback: true,
       outputs: [],
       copies: []
@@ -89,7 +90,7 @@ describe('generateCleanCell', () => {
   it('generates the C01 clean cell (run by pytest in a real kernel)', () => {
     const code = generateCleanCell(planClean(c01Inventory()));
     expect(code.split('\n')[0]).toBe(CLEAN_MARKER);
-    expect(code).toContain('def _gpu_hygiene_clear_gpu(out_keys=(2,)):');
+    expect(code).toContain('me="_gpu_hygiene_clear_gpu", out_keys=(2,)):');
     expect(code).toContain('still named, so kept: model.');
     expectFixture('clean_cell_c01.py', code);
   });
@@ -107,8 +108,11 @@ describe('generateCleanCell', () => {
     const lines = generateCleanCell(planClean(c01Inventory()))
       .trimEnd()
       .split('\n');
-    expect(lines[lines.length - 1]).toBe('del _gpu_hygiene_clear_gpu');
-    expect(lines[lines.length - 2]).toBe('_gpu_hygiene_clear_gpu()');
+    expect(lines[lines.length - 1]).toBe('_gpu_hygiene_clear_gpu()');
+    // the helper gives a variable of yours of its name back (or unbinds itself) first
+    expect(lines).toContain(
+      '    globals().pop(me) if was is ... else globals().update({me: was})  # yours'
+    );
   });
 
   it('keeps hostile labels inside comment lines', () => {
@@ -161,7 +165,7 @@ describe('planClean for one model (VRAM panel "free")', () => {
     expect(plan.keptNames).toEqual(['model']);
     const code = generateCleanCell(plan);
     expect(code.split('\n')[0]).toBe(CLEAN_MARKER);
-    expect(code).toContain('def _gpu_hygiene_clear_gpu(out_keys=(2,)):');
+    expect(code).toContain('me="_gpu_hygiene_clear_gpu", out_keys=(2,)):');
     expect(code).toContain('keeps one stale model alive');
     expect(code).not.toContain('last_traceback');
     expect(code).not.toContain('Out[5]');
@@ -199,15 +203,57 @@ describe('planClean with deleteNames (VRAM panel "delete…")', () => {
     const lines = code.split('\n');
     expect(lines[0]).toBe(CLEAN_MARKER);
     expect(lines).toContain(
-      'def _gpu_hygiene_clear_gpu(out_keys=(3,), names=("model",)):'
+      '        me="_gpu_hygiene_clear_gpu", out_keys=(3,), names=("model",)):'
     );
     // A name that is already gone is fine: re-running the cell raises nothing.
     expect(lines).toContain(
-      '    old = {id(ns.pop(n, None)) for n in names}  # the variables you chose'
+      '    old |= {id(ns.pop(n, None)) for n in names}  # the variables you chose'
     );
     expect(lines.some(l => l.startsWith('del model'))).toBe(false);
     expect(code).toContain('gc.collect()');
     expectFixture('clean_cell_c01_delete_model.py', code);
+  });
+
+  it('deletes a name only while it holds what the finding was built on (valueId)', () => {
+    const inventory = c01Inventory();
+    const named = inventory.models[1];
+    named.holders = named.holders.map(h =>
+      h.kind === 'variable' ? { ...h, valueId: '0x7f00000000aa' } : h
+    );
+    const plan = planClean(inventory, {
+      modelId: named.id,
+      deleteNames: ['model']
+    });
+    expect(plan.deleteIds).toEqual({ model: '0x7f00000000aa' });
+    const code = generateCleanCell(plan);
+    const lines = code.split('\n');
+    expect(lines).toContain(
+      '        me="_gpu_hygiene_clear_gpu", out_keys=(3,), names=(("model",'
+    );
+    expect(lines).toContain('        0x7f00000000aa),)):');
+    // a name that holds another object now is said and kept; the others go
+    expect(lines).toContain(
+      '    [print(f"# {n} changed: kept") for n, i in names if id(ns.get(n)) != i]'
+    );
+    expect(lines).toContain(
+      '    old |= {id(ns.pop(n, None)) for n, i in names if id(ns.get(n)) == i}'
+    );
+    // foreign keys are never passed to str(): IPython's names are str keys only
+    expect(lines.some(l => l.includes('str(n)'))).toBe(false);
+    expectFixture('clean_cell_c01_delete_checked.py', code);
+  });
+
+  it('never trusts a valueId that is not a hex address', () => {
+    const inventory = c01Inventory();
+    inventory.models[1].holders = inventory.models[1].holders.map(h =>
+      h.kind === 'variable' ? { ...h, valueId: '0x1); import os; (' } : h
+    );
+    const plan = planClean(inventory, {
+      modelId: inventory.models[1].id,
+      deleteNames: ['model']
+    });
+    expect(plan.deleteIds).toEqual({});
+    expect(generateCleanCell(plan)).not.toContain('import os');
   });
 
   it('never puts a name that is not an identifier in code', () => {
@@ -229,7 +275,7 @@ describe('planClean with deleteNames (VRAM panel "delete…")', () => {
       .filter(l => !l.trimStart().startsWith('#'));
     expect(codeLines.some(l => l.includes('import os'))).toBe(false);
     expect(code.split('\n').filter(l => l.includes('names='))).toEqual([
-      'def _gpu_hygiene_clear_gpu(out_keys=(3,), names=("model",)):'
+      '        me="_gpu_hygiene_clear_gpu", out_keys=(3,), names=("model",)):'
     ]);
   });
 
@@ -331,12 +377,12 @@ describe('output-cache entries holding CUDA tensors (issue 17, item 3)', () => {
 
   it('writes the bytes in the comments and drops what the slots show', () => {
     const code = generateCleanCell(planClean(withOutputs()));
-    // two lines of description are left: the models counted, the cache in short
+    // three lines of description: the model, then the cache cell by cell
     expect(comments(code)).toContain(
-      "Frees 1 stale model, 12.1 MiB; the output cache's 96.0 MiB on cuda:0."
+      "Frees YOLO (yolov8n.yaml), 12.1 MiB (Out[2], _2, __); cell [4], a recent cell's _: 96.0 MiB on cuda:0, 3 tensor(s)."
     );
     expect(code).toContain(
-      'def _gpu_hygiene_clear_gpu(out_keys=(2, 4), copies=("_",)):'
+      'me="_gpu_hygiene_clear_gpu", out_keys=(2, 4), copies=("_",)):'
     );
     expect(code).not.toMatch(/\bx\b.*pop|del x/);
     for (const line of code.split('\n')) {

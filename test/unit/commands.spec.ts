@@ -126,7 +126,7 @@ describe('free and delete… commands (VRAM panel rows)', () => {
     expect(at).toBe(3); // below the active cell
     expect(tags).toEqual(['gpu-hygiene-clean']);
     expect(source.split('\n')[0]).toBe(CLEAN_MARKER);
-    expect(source).toContain('def _gpu_hygiene_clear_gpu(out_keys=(2,)):');
+    expect(source).toContain('me="_gpu_hygiene_clear_gpu", out_keys=(2,)):');
     expect(source).not.toContain('del model');
     expect(showDialog).not.toHaveBeenCalled();
   });
@@ -146,7 +146,7 @@ describe('free and delete… commands (VRAM panel rows)', () => {
     expect(dialog.body).toContain('del model');
     const source = inserted[0].source;
     expect(source).toContain(
-      'def _gpu_hygiene_clear_gpu(out_keys=(3,), names=("model",)):'
+      'me="_gpu_hygiene_clear_gpu", out_keys=(3,), names=("model",)):'
     );
     expect(source).toContain('gc.collect()');
     expect(source).toContain('sys.modules["torch"].cuda.empty_cache()');
@@ -227,7 +227,7 @@ describe('fix a graph holder (VRAM panel, toast)', () => {
     expect(inserted[0].tags).toEqual(['gpu-hygiene-detach-graphs']);
     expect(inserted[0].source.split('\n')[0]).toBe(DETACH_MARKER);
     expect(inserted[0].source).toContain(
-      'def _gpu_hygiene_detach_graphs(name="val_losses"):'
+      'def _gpu_hygiene_detach_graphs(name="val_losses",'
     );
     // Insert only (the setting): a toast says the cell still has to run.
     expect(Notification.manager.notifications.map(n => n.message)).toContain(
@@ -417,7 +417,7 @@ describe('move a variable’s CUDA tensors to the CPU, or delete it (cuda-tensor
     expect(inserted).toHaveLength(1);
     expect(inserted[0].tags).toEqual(['gpu-hygiene-move-to-cpu']);
     expect(inserted[0].source).toContain(
-      'def _gpu_hygiene_move_to_cpu(name="results"):'
+      'def _gpu_hygiene_move_to_cpu(name="results",'
     );
   });
 
@@ -433,7 +433,7 @@ describe('move a variable’s CUDA tensors to the CPU, or delete it (cuda-tensor
       ['gpu-hygiene-delete-variable']
     ]);
     expect(inserted[0].source).toContain(
-      'def _gpu_hygiene_delete_variable(name="results"):'
+      'def _gpu_hygiene_delete_variable(name="results",'
     );
   });
 
@@ -505,7 +505,7 @@ describe('issue 17: Drop the finished trainer, keep the model', () => {
     expect(tags).toEqual(['gpu-hygiene-drop-trainer']);
     expect(source.split('\n')[0]).toBe(DROP_TRAINER_MARKER);
     expect(source).toContain('# EMA copy 12.0 MiB, SGD state 6.0 MiB;');
-    expect(source).toContain('def _gpu_hygiene_drop_trainer(name="model"):');
+    expect(source).toContain('def _gpu_hygiene_drop_trainer(name="model",');
   });
 
   it('inserts nothing when the user cancels; not offered without a trainer', async () => {

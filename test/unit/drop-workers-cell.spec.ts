@@ -48,7 +48,10 @@ describe('generateDropWorkersCell', () => {
         "# It shuts them down (the iterator's own _shutdown_workers(), as torch",
         '# does when an iterator is deleted) and deletes these names. Re-create',
         '# the loader to train again. Safe to re-run.',
-        'def _gpu_hygiene_drop_workers(names=("train_loader", "it")):',
+        'def _gpu_hygiene_drop_workers(names=("train_loader", "it"),',
+        '        was=globals().get("_gpu_hygiene_drop_workers", ...),',
+        '        me="_gpu_hygiene_drop_workers"):',
+        '    globals().pop(me) if was is ... else globals().update({me: was})  # yours',
         '    import sys',
         '    from IPython import get_ipython',
         '    dl = sys.modules.get("torch.utils.data.dataloader")',
@@ -66,14 +69,14 @@ describe('generateDropWorkersCell', () => {
         '',
         '',
         '_gpu_hygiene_drop_workers()',
-        'del _gpu_hygiene_drop_workers',
         ''
       ].join('\n')
     );
     for (const line of code.split('\n')) {
       expect(line.length).toBeLessThanOrEqual(79);
     }
-    expect(code.split('\n').length).toBeLessThanOrEqual(26);
+    // 28: the helper's head gives back a variable of yours of its name (3 lines)
+    expect(code.split('\n').length).toBeLessThanOrEqual(28);
   });
 
   it('one name: a one-element tuple; only identifiers reach the code', () => {

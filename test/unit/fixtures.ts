@@ -36,7 +36,7 @@ export function h200Hello(overrides: Partial<IHello> = {}): IHello {
   return {
     protocol: 2,
     type: 'hello',
-    agentVersion: '0.7.0',
+    agentVersion: '0.8.0',
     python: '3.11.7',
     pid: 1,
     torch: '2.14.1',

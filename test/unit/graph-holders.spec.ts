@@ -73,7 +73,7 @@ describe('graph holders', () => {
     expect(code).toContain('(about 1.0 GiB or more)');
     expect(code).toContain('obj[:] = [drop(v) for v in obj]');
     expect(code.trimEnd().split('\n').pop()).toBe(
-      'del _gpu_hygiene_detach_graphs'
+      '_gpu_hygiene_detach_graphs()'
     );
   });
 

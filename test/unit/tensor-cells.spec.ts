@@ -22,12 +22,12 @@ describe('generateMoveToCpuCell', () => {
     expect(lines[1]).toBe(
       '# Inserted by jupyterlab-gpu-hygiene: results keeps 24.0 MiB on cuda:0.'
     );
-    expect(lines).toContain('def _gpu_hygiene_move_to_cpu(name="results"):');
+    expect(lines).toContain('def _gpu_hygiene_move_to_cpu(name="results",');
     expect(lines).toContain('        obj[:] = [cpu(v) for v in obj]');
     expect(lines).toContain('        ns[name] = tuple(cpu(v) for v in obj)');
     expect(lines).toContain('        torch.cuda.empty_cache()');
     const tail = cell.trimEnd().split('\n');
-    expect(tail[tail.length - 1]).toBe('del _gpu_hygiene_move_to_cpu');
+    expect(tail[tail.length - 1]).toBe('_gpu_hygiene_move_to_cpu()');
     for (const line of lines.filter(l => l.trimStart().startsWith('#'))) {
       expect(line.length).toBeLessThanOrEqual(79);
     }
@@ -47,7 +47,7 @@ describe('generateDeleteVariableCell', () => {
     expect(cell).toContain('# which alone keeps 8.0 MiB on cuda:0.');
     expect(code(cell)).toContain('    get_ipython().user_ns.pop(name, None)');
     expect(code(cell)).toContain(
-      'def _gpu_hygiene_delete_variable(name="acts"):'
+      'def _gpu_hygiene_delete_variable(name="acts",'
     );
     expect(generateDeleteVariableCell('<img src=x>')).toBeNull();
   });

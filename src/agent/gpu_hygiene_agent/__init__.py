@@ -44,6 +44,7 @@ request's user expression evaluates), ``_agent`` (the running
 # (scripts/embed-agent.mjs) and the tests (test/agent/kernel_driver.py) read this tuple.
 MODULES = (
     "limits",
+    "peek",
     "util",
     "degrade",
     "progress",
@@ -70,6 +71,7 @@ MODULES = (
     "sampler",
     "oom",
     "clean",
+    "guard",
     "agent",
     "lifecycle",
 )

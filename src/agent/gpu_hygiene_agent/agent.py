@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 
-from . import children, clean, degrade, inventory, oom, roots
+from . import children, clean, degrade, guard, inventory, oom, roots
 from .devices import DeviceSampler
 from .gpuprocs import GpuProcesses
 from .limits import (
@@ -28,6 +28,22 @@ from .util import torch_module, vars_of
 # The package object this copy was loaded into (the loader registers it in sys.modules before
 # it runs the submodules): it holds ``_agent`` and ``_install_errors``.
 _package = sys.modules[__package__]
+
+
+def interrupt_cell(shell, result):
+    """Pass the user's interrupt, which came while the agent worked after a cell, on to that
+    cell: its ``ExecutionResult`` gets ``error_in_exec = KeyboardInterrupt()`` (ipykernel then
+    replies ``status: error``, ``ename: KeyboardInterrupt``, and a "Run All" stops there) and
+    IPython shows the ``KeyboardInterrupt`` as it shows one raised in a cell. A cell that
+    failed already keeps its own error."""
+    if result is None or not user_cell(getattr(result, "info", None)):
+        return
+    state = vars_of(result)
+    if state.get("error_in_exec") is not None or state.get("error_before_exec") is not None:
+        return
+    interrupt = KeyboardInterrupt()
+    result.error_in_exec = interrupt
+    shell.showtraceback((KeyboardInterrupt, interrupt, None))
 
 
 def user_cell(info):
@@ -141,17 +157,17 @@ class Agent:
     def on_comm_open(self, comm, msg):
         """Comm target: remember the comm, apply its ``configure`` data, answer ``hello`` and
         ``inventory``."""
-        try:
-            self.transport.note_parent(self.kernel)
-            comm.on_msg(self.on_comm_msg)
-            comm.on_close(self.on_comm_close)
-            # Holding the send lock until the inventory is sent keeps the sampler's first
-            # sample behind it (the inventory's /proc reads release the GIL).
-            with self.transport.send_lock:
-                self._answer_open(comm, msg)
-            self.sampler.wake()
-        except (Exception, KeyboardInterrupt) as exc:
-            self.error("comm", exc)
+        guard.guarded(lambda: self._open(comm, msg), self._comm_error)
+
+    def _open(self, comm, msg):
+        self.transport.note_parent(self.kernel)
+        comm.on_msg(self.on_comm_msg)
+        comm.on_close(self.on_comm_close)
+        # Holding the send lock until the inventory is sent keeps the sampler's first
+        # sample behind it (the inventory's /proc reads release the GIL).
+        with self.transport.send_lock:
+            self._answer_open(comm, msg)
+        self.sampler.wake()
 
     def _answer_open(self, comm, msg):
         self.transport.send(comm, self.hello())
@@ -173,31 +189,31 @@ class Agent:
         self._remember_wrappers()
 
     def on_comm_msg(self, msg):
-        """Handle ``configure`` and ``inventory`` requests from the browser."""
-        try:
-            content = msg.get("content", {})
-            data = content.get("data") or {}
-            check_message(data)
-            kind = data.get("type")
-            if kind == "configure":
-                self.configure(data)
-            elif kind == "inventory":
-                self.ensure_tracking()
-                message = self.build_inventory(None)
-                comm = self.comms.get(content.get("comm_id"))
-                if message is not None and comm is not None:
-                    self.transport.send(comm, message)
-            else:
-                raise ValueError(f"unknown message type {kind!r}"[:200])
-        except (Exception, KeyboardInterrupt) as exc:
-            self.error("comm", exc)
+        """Handle ``configure`` and ``inventory`` requests from the browser (an interrupt
+        while it runs only stops it: no cell waits for it)."""
+        guard.guarded(lambda: self._comm_msg(msg), self._comm_error)
+
+    def _comm_msg(self, msg):
+        content = msg.get("content", {})
+        data = content.get("data") or {}
+        check_message(data)
+        kind = data.get("type")
+        if kind == "configure":
+            self.configure(data)
+        elif kind == "inventory":
+            self.ensure_tracking()
+            message = self.build_inventory(None)
+            comm = self.comms.get(content.get("comm_id"))
+            if message is not None and comm is not None:
+                self.transport.send(comm, message)
+        else:
+            raise ValueError(f"unknown message type {kind!r}"[:200])
 
     def on_comm_close(self, msg):
         """Forget a comm the browser closed."""
-        try:
-            self.transport.forget(msg.get("content", {}).get("comm_id"))
-        except Exception as exc:
-            self.error("comm", exc)
+        guard.guarded(
+            lambda: self.transport.forget(msg.get("content", {}).get("comm_id")), self._comm_error
+        )
 
     def hello(self):
         """The ``hello`` message (dict)."""
@@ -223,61 +239,66 @@ class Agent:
 
     def pre_run_cell(self, info=None):
         """``pre_run_cell``: busy; snapshot models before a clean cell. Not for a probe
-        without history (``user_cell``)."""
-        try:
-            if not user_cell(info):
-                return
-            self.transport.note_parent(self.kernel)
-            self.progress.cell_started(threading.get_ident(), time.time())
-            self.busy = True
-            self.sampler.wake()
-            raw = getattr(info, "raw_cell", None)
-            self.clean_snapshot = None
-            if isinstance(raw, str) and CLEAN_MARKER in raw and self.comms:
-                self.ensure_tracking()
-                tops = self.inventory.forests.forest().tops
+        without history (``user_cell``). The user's interrupt meanwhile cancels the snapshot
+        only (``guard``: a hook cannot keep the cell from running)."""
+        guard.guarded(lambda: self._pre_run_cell(info), self._clean_error)
+
+    def _pre_run_cell(self, info):
+        if not user_cell(info):
+            return
+        self.transport.note_parent(self.kernel)
+        self.progress.cell_started(threading.get_ident(), time.time())
+        self.busy = True
+        self.sampler.wake()
+        raw = getattr(info, "raw_cell", None)
+        self.clean_snapshot = None
+        if isinstance(raw, str) and CLEAN_MARKER in raw and self.comms:
+            self.ensure_tracking()
+            tops = self.inventory.forests.forest().tops
+            with inventory.no_torch_function():  # a tensor subclass's Python never runs
                 self.clean_snapshot = clean.snapshot(tops, self._clean_error)
-                del tops
-        except (Exception, KeyboardInterrupt) as exc:
-            self.error("clean", exc)
+            del tops
 
     def post_run_cell(self, result=None):
         """``post_run_cell``: idle; send ``inventory`` (and ``cleaned`` after a clean cell).
-        Not for a probe without history (``user_cell``)."""
-        try:
-            if not user_cell(getattr(result, "info", None)):
-                return
-            self.busy = False
-            self.sampler.wake()
-            snapshot, self.clean_snapshot = self.clean_snapshot, None
-            if not self.comms:
-                return
-            self.ensure_tracking()
-            count = getattr(result, "execution_count", None)
-            count = count if isinstance(count, int) and not isinstance(count, bool) else None
-            message = self.build_inventory(count, reuse=snapshot is None)
-            if message is not None:
-                self.broadcast(message)
-                if not message.get("skipped"):
-                    # the same models as the last full inventory otherwise (same fingerprint)
-                    self._remember_wrappers()
-            error = vars_of(result).get("error_in_exec") if result is not None else None
-            if message is not None and oom.is_cuda_oom(error):
-                try:
-                    self.broadcast(oom.oom_message(error, count, message, self.devices, self.pid))
-                except Exception as exc:
-                    self.error("inventory", exc)
-            if snapshot is not None:
-                try:
-                    self.broadcast(self._cleaned(snapshot, count))
-                except Exception as exc:
-                    self.error("clean", exc)
-        except (Exception, KeyboardInterrupt) as exc:
-            self.error("inventory", exc)
+        Not for a probe without history (``user_cell``). Never raises; the user's interrupt
+        meanwhile stops the inventory and is passed on to the cell (``interrupt_cell``)."""
+        if guard.guarded(lambda: self._post_run_cell(result), self._inventory_error):
+            guard.guarded(lambda: interrupt_cell(self.shell, result), self._inventory_error)
+
+    def _post_run_cell(self, result):
+        if not user_cell(getattr(result, "info", None)):
+            return
+        self.busy = False
+        self.sampler.wake()
+        snapshot, self.clean_snapshot = self.clean_snapshot, None
+        if not self.comms:
+            return
+        self.ensure_tracking()
+        count = getattr(result, "execution_count", None)
+        count = count if isinstance(count, int) and not isinstance(count, bool) else None
+        message = self.build_inventory(count, reuse=snapshot is None)
+        if message is not None:
+            self.broadcast(message)
+            if not message.get("skipped"):
+                # the same models as the last full inventory otherwise (same fingerprint)
+                self._remember_wrappers()
+        error = vars_of(result).get("error_in_exec") if result is not None else None
+        if message is not None and oom.is_cuda_oom(error):
+            try:
+                self.broadcast(oom.oom_message(error, count, message, self.devices, self.pid))
+            except Exception as exc:
+                self.error("inventory", exc)
+        if snapshot is not None:
+            try:
+                self.broadcast(self._cleaned(snapshot, count))
+            except Exception as exc:
+                self.error("clean", exc)
 
     def _cleaned(self, snapshot, count):
         tops = self.inventory.forests.forest().tops
-        after = clean.models_left(tops)
+        with inventory.no_torch_function():
+            after = clean.models_left(tops)
         del tops
         return clean.cleaned(snapshot, after, count)
 
@@ -374,3 +395,6 @@ class Agent:
 
     def _clean_error(self, exc):
         self.error("clean", exc)
+
+    def _comm_error(self, exc):
+        self.error("comm", exc)

@@ -8,7 +8,7 @@ and kept storages of each model (``collect_parts``), the bytes per root (``tally
 
 from typing import NamedTuple
 
-from . import devices, graphs, models, owners, rootbytes
+from . import devices, graphs, models, owners, peek, rootbytes
 from .limits import (
     BIG_TENSOR,
     HIDDEN_HOLDER,
@@ -154,7 +154,7 @@ def part_holders(key, home, paths):
 
 def is_optimizer(obj, torch):
     try:
-        return isinstance(obj, torch.optim.Optimizer)
+        return peek.is_a(obj, torch.optim.Optimizer)
     except Exception:
         return False
 
@@ -220,9 +220,9 @@ def collect_parts(tops, stats, roots, listed, via_of, params, torch, paths=None,
         own_counted(home).update(storages)
         path = part_path(key, home, via_of).lstrip(".")
         part = {
-            "path": short(path or type(module).__name__),
+            "path": short(path or peek.type_name(type(module))),
             "kind": "model",
-            "className": short(type(module).__name__),
+            "className": short(peek.type_name(type(module))),
             "bytes": bytes_by_device(fresh),
         }
         named = part_holders(key, home, paths or {})
@@ -299,9 +299,9 @@ def _put(keep, size, storage, nbytes):
 def _group_part(group, torch):
     obj = group.obj
     return {
-        "path": short(group.path.lstrip(".") or type(obj).__name__),
+        "path": short(group.path.lstrip(".") or peek.type_name(type(obj))),
         "kind": "optimizer" if is_optimizer(obj, torch) else "tensor",
-        "className": short(type(obj).__name__),
+        "className": short(peek.type_name(type(obj))),
         "bytes": {},
     }
 
@@ -358,10 +358,8 @@ def model_entry(
     reported with ``submodule: true`` and do not make it named); ``by_device``: its bytes
     per device when known (models.Totals)."""
     cls = type(module)
-    class_name = getattr(cls, "__name__", "Module")
-    cls_module = getattr(cls, "__module__", "") or ""
-    if not isinstance(cls_module, str):
-        cls_module = ""
+    class_name = peek.type_name(cls)
+    cls_module = peek.type_module(cls)
     if not stats.has_tensors:
         return None
     family = models.model_family(cls_module)

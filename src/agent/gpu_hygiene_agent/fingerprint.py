@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from . import devices, roots
 from .limits import FINGERPRINT_ITEMS
-from .util import LEAF_TYPES, OPAQUE_TYPES, PLAIN_CONTAINERS, torch_module, vars_of
+from .util import LEAF_IDS, OPAQUE_TYPES, PLAIN_IDS, torch_module, vars_of
 
 
 def shallow(value):
@@ -17,7 +17,7 @@ def shallow(value):
     so that a new container at a freed one's address is told apart). Modules, classes and
     functions: the id."""
     cls = type(value)
-    if cls in PLAIN_CONTAINERS:
+    if id(cls) in PLAIN_IDS:
         size = len(value)
         items = value.values() if cls is dict else value
         if size <= FINGERPRINT_ITEMS:
@@ -51,10 +51,22 @@ def fingerprint(shell, tracker, stats):
         stats.probe(),
     ]
     system_name = roots.SYSTEM_NAME
-    for space in (shell.user_ns, roots.hidden_ns(shell) or {}):
+    spaces = (shell.user_ns, roots.hidden_ns(shell) or {})
+    for space in spaces:
         for name, value in list(space.items()):
             cls = type(value)
-            if cls in LEAF_TYPES or (isinstance(name, str) and system_name.match(name)):
+            if id(cls) in LEAF_IDS:
+                continue
+            if value is spaces[0] or value is spaces[1]:
+                # a variable holding globals(): the namespace itself, never walked, changes
+                # at every cell (IPython's _i<n>...): by its id, not one level deep
+                parts.append((name if type(name) is str else ("key", id(name)), (id(value),)))
+                continue
+            if type(name) is not str:
+                # by id: comparing the fingerprints must never run a key's __eq__
+                parts.append((("key", id(name)), shallow(value)))
+                continue
+            if system_name.match(name):
                 continue
             parts.append((name, shallow(value)))
     cache = roots.output_cache(shell)

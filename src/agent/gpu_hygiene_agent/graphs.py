@@ -5,11 +5,12 @@ import contextlib
 import itertools
 from typing import NamedTuple
 
+from . import peek
 from .fingerprint import shallow
 from .limits import GRAPH_ITEMS, GRAPH_ITEMS_TOTAL, GRAPH_NODES, MAX_GRAPH_HOLDERS
 from .paths import edge_label, key_label
 from .storage import bytes_by_device, storage_of
-from .util import PLAIN_CONTAINERS, short
+from .util import PLAIN_IDS, short
 
 
 class GraphHolders(NamedTuple):
@@ -63,7 +64,7 @@ def size_hint(container):
     for item in itertools.islice(values, GRAPH_ITEMS + 1):
         if total > GRAPH_ITEMS:
             break
-        if type(item) in PLAIN_CONTAINERS:
+        if id(type(item)) in PLAIN_IDS:
             total += len(item)
     return total
 
@@ -96,8 +97,8 @@ def graph_holders(torch, variables, params, reached, graphless):
             container = "tensor"
             found = [value] if grad_fn(value) is not None else []
             path = name
-        elif cls in PLAIN_CONTAINERS:
-            container = cls.__name__
+        elif id(cls) in PLAIN_IDS:
+            container = peek.type_name(cls)
             # a big container whose cut search found nothing, unchanged one level deep
             # since: not searched again (as for the holder walk's fruitless roots)
             sig = shallow(value)
@@ -130,7 +131,7 @@ def graph_holders(torch, variables, params, reached, graphless):
                 "path": short(path),
                 "container": container,
                 "count": len(found),
-                "gradFn": short(type(fn).__name__, 100),
+                "gradFn": short(peek.type_name(type(fn)), 100),
                 "bytes": bytes_by_device(storages),
                 "nodes": nodes,
                 "truncated": partial,
@@ -166,7 +167,7 @@ def grad_tensors(value, tensor_type, budget):
             if grad_fn(item) is not None:
                 found.append(item)
                 homes.add(None)
-        elif cls in PLAIN_CONTAINERS:
+        elif id(cls) in PLAIN_IDS:
             for _inner_key, inner in itertools.islice(_items(item), allowed - seen):
                 seen += 1
                 if issubclass(type(inner), tensor_type) and grad_fn(inner) is not None:
@@ -220,12 +221,12 @@ def graph_bytes(tensors, tensor_type, lives_anyway, budget):
                 saved = getattr(node, attr)
             except Exception:
                 continue  # freed by backward, or not a tensor slot
-            if isinstance(saved, tensor_type):
+            if peek.is_a(saved, tensor_type):
                 with contextlib.suppress(Exception):
                     add(saved)
-            elif type(saved) in (tuple, list):
+            elif type(saved) is tuple or type(saved) is list:
                 for item in saved:
-                    if isinstance(item, tensor_type):
+                    if peek.is_a(item, tensor_type):
                         with contextlib.suppress(Exception):
                             add(item)
         try:

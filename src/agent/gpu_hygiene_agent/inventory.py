@@ -2,6 +2,7 @@
 else walk the roots and take the census. Also the caches that make the next one cheap (forest,
 ``model_stats``, fruitless roots and graph searches, module dicts)."""
 
+import contextlib
 import itertools
 import os
 import sys
@@ -16,6 +17,7 @@ from . import (
     fingerprint,
     lasterror,
     models,
+    peek,
     roots,
     walk,
     workers,
@@ -27,6 +29,32 @@ from .util import cuda_initialized, torch_module
 # A re-sent (skipped) inventory reads the child processes again at most this often (seconds); a
 # fresh one always does.
 CHILDREN_REFRESH_S = 1.0
+
+
+def no_torch_function():
+    """A context in which torch calls no ``__torch_function__`` of a tensor subclass (torch's
+    ``DisableTorchFunctionSubclass``, thread-local): measuring a user's tensor subclass
+    (``data_ptr()``, ``.grad``) then runs none of its Python code. A null context without
+    torch or on a torch that lacks it."""
+    torch = torch_module()
+    state = getattr(torch, "_C", None) if torch is not None else None
+    disable = getattr(state, "DisableTorchFunctionSubclass", None) if state is not None else None
+    return disable() if disable is not None else contextlib.nullcontext()
+
+
+def value_ids(entries, variables):
+    """Give each ``variable`` holder of the models ``entries`` the ``valueId`` of what that
+    variable held when the inventory was built (``hex(id(value))``): a fix cell acts on a name
+    only while it still holds that very object (``variables``: [(name, value)])."""
+    if not entries:
+        return
+    ids = {name: id(value) for name, value in variables}  # exact str names only (roots)
+    for entry in entries:
+        for holder in entry.get("holders", ()):
+            if holder.get("kind") == "variable":
+                found = ids.get(holder.get("name"))
+                if found is not None:
+                    holder["valueId"] = hex(found)
 
 
 class LastInventory(NamedTuple):
@@ -75,39 +103,46 @@ class Inventory:
         last one (the fingerprint), re-send that one (``skipped: true``)."""
         started = time.perf_counter()
         try:
-            current = self.fingerprint()
-            last = self.last
-            if reuse and last is not None and current == last.fingerprint:
-                message = dict(last.message)
-                # processes come and go without a change of the fingerprint: read them again
-                # (at most every CHILDREN_REFRESH_S for a re-sent inventory), and the allocator
-                if started - self.children_read >= CHILDREN_REFRESH_S:
-                    message["children"] = self.children(None)
-                message["allocator"] = allocator.allocator_fact()
-                message["limits"] = degrade.current()
-                message.update(
-                    t=time.time(),
-                    seq=next(self.seq),
-                    executionCount=execution_count,
-                    durationMs=(time.perf_counter() - started) * 1000.0,
-                    skipped=True,
-                )
-                return message
-            self.last = None
-            # after a user cell: what changed since the last inventory narrows what is
-            # re-checked (``census.build``); a requested inventory re-checks everything
-            since = None
-            if reuse and last is not None:
-                since = fingerprint.since(last.fingerprint, current)
-            message = self.fresh(execution_count, started, since)
-            # the fingerprint after the walk: the walk itself adds unpickled models
-            after = fingerprint.refreshed(current, self.tracker, self.stats)
-            self.last = LastInventory(after, message)
-            return message
-        except (Exception, KeyboardInterrupt) as exc:
+            with no_torch_function():
+                return self._build(execution_count, reuse, started)
+        except Exception as exc:
             self.last = None
             self.on_error(exc)
             return None
+        except BaseException:  # the user's interrupt (``guard``): stop here, build anew next time
+            self.last = None
+            raise
+
+    def _build(self, execution_count, reuse, started):
+        current = self.fingerprint()
+        last = self.last
+        if reuse and last is not None and current == last.fingerprint:
+            message = dict(last.message)
+            # processes come and go without a change of the fingerprint: read them again
+            # (at most every CHILDREN_REFRESH_S for a re-sent inventory), and the allocator
+            if started - self.children_read >= CHILDREN_REFRESH_S:
+                message["children"] = self.children(None)
+            message["allocator"] = allocator.allocator_fact()
+            message["limits"] = degrade.current()
+            message.update(
+                t=time.time(),
+                seq=next(self.seq),
+                executionCount=execution_count,
+                durationMs=(time.perf_counter() - started) * 1000.0,
+                skipped=True,
+            )
+            return message
+        self.last = None
+        # after a user cell: what changed since the last inventory narrows what is
+        # re-checked (``census.build``); a requested inventory re-checks everything
+        since = None
+        if reuse and last is not None:
+            since = fingerprint.since(last.fingerprint, current)
+        message = self.fresh(execution_count, started, since)
+        # the fingerprint after the walk: the walk itself adds unpickled models
+        after = fingerprint.refreshed(current, self.tracker, self.stats)
+        self.last = LastInventory(after, message)
+        return message
 
     def fingerprint(self):
         return fingerprint.fingerprint(self.shell, self.tracker, self.stats)
@@ -118,12 +153,14 @@ class Inventory:
         torch = torch_module()
         cuda = cuda_initialized(torch)
         roots.note_shell_gaps(self.shell)  # a shell changed since the start (``holders``)
-        walked = self.walk_roots(torch)
+        skips = peek.Skips()
+        walked = self.walk_roots(torch, skips)
         truncated = walked.truncated
         found = None
         if torch is not None:
             found = self.take_census(walked, torch, cuda, since)
             truncated = truncated or found.cut
+            value_ids(found.models, walked.variables)
         return {
             "protocol": PROTOCOL,
             "type": "inventory",
@@ -145,6 +182,7 @@ class Inventory:
             "children": self.children(walked.variables),
             "owners": found.owners if found else [],
             "limits": degrade.current(),
+            "unread": skips.fact(),
         }
 
     def scan_orphans(self):
@@ -171,9 +209,12 @@ class Inventory:
             self.orphans = children.still_running(self.orphans)
         return children.children_fact(self.pid, pairs, self.nvml_pids, orphans=self.orphans)
 
-    def walk_roots(self, torch):
+    def walk_roots(self, torch, skips=None):
         """``RootWalk``: the user variables and the output cache (only once torch is
-        imported: without it nothing can hold a tensor) and the last traceback."""
+        imported: without it nothing can hold a tensor) and the last traceback. A root whose
+        walk fails is left out and counted in ``skips`` (a ``peek.Skips``): one odd object
+        never blinds the inventory."""
+        skips = skips if skips is not None else peek.Skips()
         skip = roots.skip_ids(self.shell, self.own_ids, self.module_dicts)
         optimizer_type = None
         forest = None
@@ -193,19 +234,21 @@ class Inventory:
             walker = walk.Walker(None, None, skip)
         found_roots = []
         cells = {}
-        variables = roots.variable_roots(self.shell)
+        variables = roots.variable_roots(self.shell, skips)
         if torch is not None:
-            self._walk_named(walker, variables, found_roots, optimizer_type, cells)
+            self._walk_named(walker, variables, found_roots, optimizer_type, cells, skips)
         else:
             self.fruitless = {}
         walker.start_phase()
-        last_error = lasterror.walk_last_error(self.shell, walker, found_roots, optimizer_type)
+        last_error = lasterror.walk_last_error(
+            self.shell, walker, found_roots, optimizer_type, skips
+        )
         truncated = walker.truncated
         walker.expand_module = None
         walker.parents = {}
         return RootWalk(found_roots, variables, last_error, truncated, forest, changes, cells, skip)
 
-    def _walk_named(self, walker, variables, found_roots, optimizer_type, cells):
+    def _walk_named(self, walker, variables, found_roots, optimizer_type, cells, skips):
         """Walk the user variables, then the output cache, one phase each; fills ``cells``
         ({(kind, name): set of execution counts}) for the output roots."""
         fruitless = {}  # (kind, name) -> shallow(value): cut walks that found nothing
@@ -224,7 +267,11 @@ class Inventory:
                     walker.truncated = True
                     fruitless[memo] = sig
                     continue
-                found = walker.reach(value, storage_of, optimizer_type)
+                try:
+                    found = walker.reach(value, storage_of, optimizer_type)
+                except Exception:
+                    skips.add("walk failed")
+                    continue
                 found_roots.append((kind, name, found))
                 if not found.complete and not found.modules and not found.storages:
                     fruitless[memo] = sig

@@ -6,6 +6,7 @@ import contextlib
 import weakref
 from typing import NamedTuple
 
+from . import peek
 from .storage import add_storage, bytes_by_device
 from .tracker import LiveModule
 from .util import basename, vars_of
@@ -109,6 +110,25 @@ def dead_ref():
     return None
 
 
+_GRAD_SLOTS = {}  # id(tensor class) -> (class, its ``_grad`` descriptor), kept with the class
+
+
+def tensor_grad(tensor):
+    """A tensor's ``.grad`` (or None), read through torch's own ``_grad`` slot descriptor (no
+    non-leaf warning; a subclass's ``_grad``/``grad`` property is never called: None)."""
+    cls = type(tensor)
+    entry = _GRAD_SLOTS.get(id(cls))
+    if entry is None or entry[0] is not cls:
+        entry = _GRAD_SLOTS[id(cls)] = (cls, peek.static_class_attr(cls, "_grad"))
+    descriptor = entry[1]
+    if type(descriptor) is not peek.GETSET:
+        return None
+    try:
+        return descriptor.__get__(tensor, type(tensor))
+    except Exception:
+        return None
+
+
 def _unique_tensors(module):
     """({id: parameter}, {id: buffer}) of a module tree, read without user hooks."""
     params = {}
@@ -148,7 +168,7 @@ def model_stats(module, on_error=None, signature=None, layout=None):
         try:
             count += int(p.numel())
             add_storage(p, storages)
-            grad = getattr(p, "_grad", None)  # .grad without the non-leaf warning
+            grad = tensor_grad(p)
             if grad is not None:
                 add_storage(grad, storages)
             if signature is not None:
@@ -196,7 +216,7 @@ def tensors_unchanged(signature):
             tensor = ref()
             if tensor is None or tensor.data_ptr() != ptr:
                 return False
-            grad = getattr(tensor, "_grad", None)
+            grad = tensor_grad(tensor)
             if (grad.data_ptr() if grad is not None else None) != gptr:
                 return False
     except Exception:
@@ -230,7 +250,7 @@ def model_label(module, class_name, family):
     elif family == "transformers":
         config = d.get("config")
         name = vars_of(config).get("_name_or_path") if config is not None else None
-        if isinstance(name, str) and name:
+        if type(name) is str and name:
             return f"{class_name} ({name})"
     return class_name
 
@@ -442,7 +462,7 @@ class StatsCache:
                     out.append(None)
                     continue
                 try:
-                    grad = getattr(tensor, "_grad", None)
+                    grad = tensor_grad(tensor)
                     out.append((tensor.data_ptr(), grad.data_ptr() if grad is not None else None))
                 except Exception:
                     out.append(None)

@@ -5,7 +5,7 @@ import contextlib
 import re
 import sys
 
-from . import devices
+from . import devices, peek
 from .limits import MAX_MODELS, PROTOCOL
 from .util import cuda_initialized, describe, short, torch_module
 
@@ -53,15 +53,12 @@ def parse_oom_message(text):
 def is_cuda_oom(exc):
     """Whether ``exc`` is a CUDA out-of-memory error: ``torch.OutOfMemoryError`` (by class
     name, torch is not imported here) or a message with "CUDA" and "out of memory"."""
-    if not isinstance(exc, BaseException):
+    if not peek.is_a(exc, BaseException):
         return False
-    if any(cls.__name__ == "OutOfMemoryError" for cls in type(exc).__mro__):
+    if any(peek.type_name(cls) == "OutOfMemoryError" for cls in peek.mro(type(exc))):
         return True
-    try:
-        text = str(exc)
-    except Exception:
-        return False
-    return "out of memory" in text and "CUDA" in text
+    text = peek.exc_message(exc)  # None: only the exception's own code could give it
+    return text is not None and "out of memory" in text and "CUDA" in text
 
 
 def _device_index(parsed, torch, sampler):
@@ -90,11 +87,10 @@ def oom_message(exc, execution_count, inventory, sampler, pid):
     figures parsed from the message, NVML (``sampler``: devices.DeviceSampler) and torch now,
     and what the inventory says holds memory on that device."""
     text = describe(exc)
-    kind = type(exc).__name__
+    kind = peek.type_name(type(exc))
     message = text[len(kind) + 2 :] if text.startswith(kind + ": ") else text
-    try:
-        full = str(exc)
-    except Exception:
+    full = peek.exc_message(exc)
+    if full is None:
         full = message
     parsed = parse_oom_message(full)
     torch = torch_module()

@@ -24,6 +24,7 @@ order) gets it."""
 
 from collections import deque
 
+from . import peek
 from .limits import (
     MAX_OWNER_ATTRS,
     MAX_OWNER_DEPTH,
@@ -34,16 +35,17 @@ from .limits import (
     OWNER_VISITS,
     OWNER_VISITS_TOTAL,
 )
+from .models import _unique_tensors, tensor_grad
 from .paths import key_label
 from .storage import bytes_by_device, storage_of
-from .util import LEAF_TYPES, OPAQUE_TYPES, PLAIN_CONTAINERS, short, vars_of
+from .util import LEAF_IDS, OPAQUE_TYPES, PLAIN_CONTAINERS, PLAIN_IDS, short, vars_of
 
 
 def _is_plain_object(value, tensor_type, module_type):
     """Whether ``value`` can own things through attributes: not a leaf, a Python module,
     class or function, a container, a tensor or a module."""
     cls = type(value)
-    if cls in LEAF_TYPES or issubclass(cls, OPAQUE_TYPES):
+    if id(cls) in LEAF_IDS or issubclass(cls, OPAQUE_TYPES):
         return False
     return not issubclass(cls, (tensor_type, module_type, *PLAIN_CONTAINERS))
 
@@ -65,7 +67,7 @@ def _tensors_of(value, tensor_type):
     at most ``MAX_OWNER_ITEMS``)."""
     if _is(value, tensor_type):
         return [value]
-    if type(value) in PLAIN_CONTAINERS:
+    if id(type(value)) in PLAIN_IDS:
         items = value.values() if type(value) is dict else value
         out = []
         for i, item in enumerate(items):
@@ -77,10 +79,27 @@ def _tensors_of(value, tensor_type):
     return []
 
 
-def _optimizer_state(optimizer, tensor_type, params, seen):
+def optimizer_state(optimizer, optimizer_type):
+    """An optimizer's ``state`` dict, read from instance dicts only: its own (``Optimizer``
+    sets it in ``__init__``), else that of the optimizer it wraps (accelerate's
+    ``AcceleratedOptimizer``, Lightning's ``LightningOptimizer``: their ``state`` is a property
+    or ``__getattr__`` of theirs, never called); None when neither has one."""
+    attrs = vars_of(optimizer)
+    state = attrs.get("state")
+    if peek.is_a(state, dict):
+        return state
+    for value in list(attrs.values())[:MAX_OWNER_ATTRS]:
+        if value is not optimizer and peek.is_a(value, optimizer_type):
+            state = vars_of(value).get("state")
+            if peek.is_a(state, dict):
+                return state
+    return None
+
+
+def _optimizer_state(optimizer, tensor_type, params, seen, optimizer_type=None):
     storages = {}
-    state = getattr(optimizer, "state", None)
-    values = dict.values(state) if isinstance(state, dict) else ()
+    state = optimizer_state(optimizer, optimizer_type)
+    values = dict.values(state) if peek.is_a(state, dict) else ()
     for i, entry in enumerate(values):
         if i >= MAX_OWNER_ITEMS:
             break
@@ -94,12 +113,10 @@ def _optimizer_state(optimizer, tensor_type, params, seen):
 def _grads(module):
     """{StorageKey: nbytes} of the gradients of a module's parameters."""
     storages = {}
-    try:
-        parameters = list(module.parameters())
-    except Exception:
-        return storages
-    for p in parameters:
-        grad = getattr(p, "_grad", None)  # .grad without the non-leaf warning
+    # from ``_parameters`` (models._unique_tensors), never an overridden ``parameters()``
+    parameters, _buffers = _unique_tensors(module)
+    for p in parameters.values():
+        grad = tensor_grad(p)
         if grad is not None:
             _add(grad, storages, set())  # also in the model's bytes: a subset of them
     return storages
@@ -117,9 +134,7 @@ def _children(obj):
         return [(f"[{i}]", v) for i, v in enumerate(obj[:MAX_OWNER_ITEMS])]
     if cls is set or cls is frozenset:
         return [("{\u2026}", v) for i, v in zip(range(MAX_OWNER_ITEMS), obj)]
-    return [
-        (f".{k}", v) for k, v in list(vars_of(obj).items())[:MAX_OWNER_ATTRS] if isinstance(k, str)
-    ]
+    return [(f".{k}", v) for k, v in list(vars_of(obj).items())[:MAX_OWNER_ATTRS] if type(k) is str]
 
 
 class _Budget:
@@ -171,10 +186,10 @@ class _OwnerWalk:
         tensor_type = ctx["tensor"]
         module_type = ctx["module"]
         optimizer_type = ctx["optimizer"]
-        container = type(obj) in PLAIN_CONTAINERS
+        container = id(type(obj)) in PLAIN_IDS
         children = _children(obj)
         for label, item in children:
-            if type(item) in LEAF_TYPES:
+            if id(type(item)) in LEAF_IDS:
                 continue
             if container and _is(item, tensor_type):
                 continue  # counted when the container was found
@@ -184,9 +199,9 @@ class _OwnerWalk:
                 self.model(item, item_path)
             elif _is(item, optimizer_type):
                 self.optimizer(item, item_path)
-            elif _is(item, tensor_type) or type(item) in PLAIN_CONTAINERS:
+            elif _is(item, tensor_type) or id(type(item)) in PLAIN_IDS:
                 self.tensors(_tensors_of(item, tensor_type), item_top)
-                if type(item) in PLAIN_CONTAINERS:
+                if id(type(item)) in PLAIN_IDS:
                     self.push(item, item_path, depth + 1, item_top, queue)
             elif _is_plain_object(item, tensor_type, module_type):
                 self.push(item, item_path, depth + 1, item_top, queue)
@@ -214,7 +229,7 @@ class _OwnerWalk:
                 "path": path,
                 "kind": "model",
                 "id": ctx["ids"].get(id(top), hex(id(top))),
-                "className": short(type(top).__name__),
+                "className": short(peek.type_name(type(top))),
                 "parameters": entry.parameters,
                 "bytes": bytes_by_device(fresh),
                 "grads": bytes_by_device(_grads(top)),
@@ -223,9 +238,9 @@ class _OwnerWalk:
 
     def optimizer(self, optimizer, path):
         storages, state = _optimizer_state(
-            optimizer, self.ctx["tensor"], self.ctx["params"], self.seen
+            optimizer, self.ctx["tensor"], self.ctx["params"], self.seen, self.ctx["optimizer"]
         )
-        key = id(state) if isinstance(state, dict) else id(optimizer)
+        key = id(state) if peek.is_a(state, dict) else id(optimizer)
         if key in self.states:
             return  # a wrapper of an optimizer already counted (or the other way round)
         self.states.add(key)
@@ -233,7 +248,7 @@ class _OwnerWalk:
             {
                 "path": path,
                 "kind": "optimizer",
-                "className": short(type(optimizer).__name__),
+                "className": short(peek.type_name(type(optimizer))),
                 "bytes": bytes_by_device(storages),
             }
         )
@@ -253,7 +268,7 @@ class _OwnerWalk:
             hold = self.groups[path] = {
                 "path": path,
                 "kind": "tensor",
-                "className": short(type(value).__name__),
+                "className": short(peek.type_name(type(value))),
                 "bytes": {},
             }
             self.holds.append(hold)
@@ -272,7 +287,7 @@ def owner_facts(variables, torch, owner, listed, stats, params, ids, skip=(), ho
     ctx = {
         "tensor": torch.Tensor,
         "module": torch.nn.Module,
-        "optimizer": getattr(getattr(torch, "optim", None), "Optimizer", None),
+        "optimizer": getattr(getattr(torch, "optim", None), "Optimizer", None),  # torch's own
         "owner": owner,
         "listed": listed,
         "stats": stats,
@@ -295,6 +310,10 @@ def owner_facts(variables, torch, owner, listed, stats, params, ids, skip=(), ho
             continue
         if models:
             out.append(
-                {"name": short(name), "className": short(type(value).__name__), "holds": holds}
+                {
+                    "name": short(name),
+                    "className": short(peek.type_name(type(value))),
+                    "holds": holds,
+                }
             )
     return out

@@ -7,6 +7,7 @@ import itertools
 import re
 import types
 
+from . import peek
 from .limits import MAX_LABEL_SCAN
 from .util import short, vars_of
 
@@ -14,12 +15,9 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def key_label(key):
-    """``[<repr>]`` of a container key (str; ``[...]`` for keys of other types)."""
-    try:
-        text = repr(key) if isinstance(key, (str, int, float, bool, bytes, tuple)) else None
-    except Exception:
-        text = None
-    return "[" + (text[:60] if text is not None else "\u2026") + "]"
+    """``[<repr>]`` of a container key (str): a bounded repr of a builtin key, ``[<Type>]`` for
+    a key of another type (``peek.key_text``: the key's own repr is never called)."""
+    return "[" + peek.key_text(key) + "]"
 
 
 def edge_label(parent, child, grand):
@@ -32,7 +30,7 @@ def edge_label(parent, child, grand):
             is_attrs = grand is not None and vars_of(grand) is parent
             for key, value in itertools.islice(parent.items(), MAX_LABEL_SCAN):
                 if value is child:
-                    if is_attrs and isinstance(key, str) and _IDENTIFIER.match(key):
+                    if is_attrs and type(key) is str and _IDENTIFIER.match(key):
                         return "." + key
                     return key_label(key)
                 if key is child:
@@ -56,7 +54,7 @@ def edge_label(parent, child, grand):
         if cls is types.FrameType:
             return frame_local_label(parent, child)
         for key, value in list(vars_of(parent).items())[:MAX_LABEL_SCAN]:
-            if value is child and isinstance(key, str):
+            if value is child and type(key) is str:
                 return "." + key
     except Exception:
         pass
@@ -107,7 +105,10 @@ def _locals_snapshot(refs, names):
             items = list(d.items())
         except Exception:
             continue
-        if all(k in names and any(v is r for r in refs if r is not d) for k, v in items):
+        if all(
+            type(k) is str and k in names and any(v is r for r in refs if r is not d)
+            for k, v in items
+        ):
             return d
     return None
 
@@ -124,7 +125,7 @@ def tensor_meta(tensor):
         dtype = "?"
     try:
         fn = tensor.grad_fn
-        grad_fn = type(fn).__name__ if fn is not None else None
+        grad_fn = peek.type_name(type(fn)) if fn is not None else None
     except Exception:
         grad_fn = None
     return {"shape": shape, "dtype": short(dtype, 64), "gradFn": grad_fn and short(grad_fn, 100)}

@@ -2,15 +2,14 @@
 variables, the output cache, the last exception and its traceback frames; and what the walk
 never enters (``skip_ids``)."""
 
-import contextlib
 import re
 import sys
 import types
 from typing import NamedTuple
 
-from . import degrade
+from . import degrade, peek
 from .limits import MAX_FRAMES, MAX_TB_DEPTH
-from .util import LEAF_TYPES, MISSING, vars_of
+from .util import LEAF_IDS, MISSING, vars_of
 
 # Output-cache names: _, __, ___ and _<n>.
 OUTPUT_NAME = re.compile(r"_{1,3}$|_\d+$")
@@ -113,7 +112,7 @@ def output_cells(shell):
     cells = {}
     for cache in output_caches(shell):
         for key, value in list(cache.items()):
-            if type(key) is int and type(value) not in LEAF_TYPES:
+            if type(key) is int and id(type(value)) not in LEAF_IDS:
                 found = cells.setdefault(id(value), [])
                 if key not in found:
                     found.append(key)
@@ -122,15 +121,19 @@ def output_cells(shell):
     return cells
 
 
-def variable_roots(shell):
+def variable_roots(shell, skips=None):
     """User variables: (name, value) pairs of ``user_ns`` that IPython's ``%who`` rule does
     not hide (value is not ``user_ns_hidden[name]``), without the output-cache and IPython
-    names (and, where ``user_ns_hidden`` cannot be read, without ``__dunder__`` names)."""
+    names (and, where ``user_ns_hidden`` cannot be read, without ``__dunder__`` names). A name
+    that is not an exact ``str`` (a subclass could run code when hashed or compared) is left
+    out and counted in ``skips`` (a ``peek.Skips``)."""
     ns = shell.user_ns
     hidden = hidden_ns(shell)
     out = []
     for name, value in list(ns.items()):
-        if not isinstance(name, str):
+        if type(name) is not str:
+            if skips is not None and id(type(value)) not in LEAF_IDS:
+                skips.add("name not a str")
             continue
         if SYSTEM_NAME.match(name) or is_output_name(shell, name, value):
             continue
@@ -139,7 +142,7 @@ def variable_roots(shell):
                 continue
         elif hidden.get(name, MISSING) is value:
             continue
-        if type(value) in LEAF_TYPES:
+        if id(type(value)) in LEAF_IDS:
             continue
         out.append((name, value))
     return out
@@ -154,21 +157,21 @@ def output_roots(shell):
     hidden = hidden_ns(shell)
     for space in (ns, hidden or {}):
         for name, value in list(space.items()):
-            output = isinstance(name, str) and is_output_name(shell, name, value)
-            if output and type(value) not in LEAF_TYPES:
+            output = type(name) is str and is_output_name(shell, name, value)
+            if output and id(type(value)) not in LEAF_IDS:
                 out.append((name, value))
     displayhook = getattr(shell, "displayhook", None)
     for slot in DISPLAYHOOK_SLOTS:
         value = vars_of(displayhook).get(slot) if displayhook is not None else None
-        if value is not None and type(value) not in LEAF_TYPES:
+        if value is not None and id(type(value)) not in LEAF_IDS:
             out.append((slot, value))
     for cache in output_caches(shell):
         for key, value in list(cache.items()):
-            if type(value) not in LEAF_TYPES:
-                out.append((f"Out[{key}]", value))
+            if id(type(value)) not in LEAF_IDS:
+                out.append(("Out[" + peek.key_text(key) + "]", value))
     last = getattr(shell, "last_execution_result", None)
     value = vars_of(last).get("result") if last is not None else None
-    if value is not None and type(value) not in LEAF_TYPES:
+    if value is not None and id(type(value)) not in LEAF_IDS:
         out.append(("_", value))
     return out
 
@@ -178,11 +181,11 @@ def exceptions(shell):
     their causes/contexts (list, deduplicated, at most 100)."""
     roots = []
     for value in (getattr(sys, "last_exc", None), getattr(sys, "last_value", None)):
-        if isinstance(value, BaseException):
+        if peek.is_a(value, BaseException):
             roots.append(value)
     last = getattr(shell, "last_execution_result", None)
     value = vars_of(last).get("error_in_exec") if last is not None else None
-    if isinstance(value, BaseException):
+    if peek.is_a(value, BaseException):
         roots.append(value)
     out = []
     seen = set()
@@ -194,11 +197,8 @@ def exceptions(shell):
         seen.add(id(exc))
         out.append(exc)
         for attr in ("__cause__", "__context__"):
-            try:
-                nxt = getattr(exc, attr)
-            except Exception:
-                nxt = None
-            if isinstance(nxt, BaseException):
+            nxt = peek.exc_link(exc, attr)  # BaseException's slots, never a property
+            if peek.is_a(nxt, BaseException):
                 stack.append(nxt)
     return out
 
@@ -210,14 +210,13 @@ def traceback_frames(shell, excs):
     tbs = [getattr(sys, "last_traceback", None)]
     tbs.append(getattr(getattr(shell, "InteractiveTB", None), "tb", None))
     for exc in excs:
-        with contextlib.suppress(Exception):
-            tbs.append(exc.__traceback__)
+        tbs.append(peek.exc_link(exc, "__traceback__"))
     frames = []
     seen_frames = set()
     seen_tbs = set()
     for tb in tbs:
         depth = 0
-        while isinstance(tb, types.TracebackType) and depth < MAX_TB_DEPTH:
+        while type(tb) is types.TracebackType and depth < MAX_TB_DEPTH:
             if len(frames) >= MAX_FRAMES:
                 break
             if id(tb) in seen_tbs:
@@ -240,7 +239,7 @@ def machinery_frame(frame):
         name = frame.f_globals.get("__name__")
     except Exception:
         return False
-    return isinstance(name, str) and name.split(".")[0] in ("IPython", "ipykernel")
+    return type(name) is str and name.split(".")[0] in ("IPython", "ipykernel")
 
 
 def skip_ids(shell, own_ids, module_dicts):

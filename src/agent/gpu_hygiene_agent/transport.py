@@ -6,7 +6,7 @@ import contextvars
 import threading
 
 from .limits import MAX_PENDING_ERRORS, PROTOCOL
-from .util import describe, drain
+from .util import describe, drain, encodable
 
 
 def check_message(data):
@@ -15,6 +15,24 @@ def check_message(data):
         raise TypeError("message data must be an object")
     if data.get("protocol") != PROTOCOL:
         raise ValueError(f"unsupported protocol {data.get('protocol')!r}"[:200])
+
+
+def encodable_payload(value, depth=0):
+    """A copy of a message (dicts, lists, strings, numbers) whose every string, keys included,
+    UTF-8 can encode (``util.encodable``: a lone surrogate becomes its ``\\udXXX`` escape)."""
+    cls = type(value)
+    if cls is str:
+        return encodable(value)
+    if depth > 64:
+        return None
+    if cls is dict:
+        return {
+            encodable(k) if type(k) is str else k: encodable_payload(v, depth + 1)
+            for k, v in value.items()
+        }
+    if cls is list or cls is tuple:
+        return [encodable_payload(v, depth + 1) for v in value]
+    return value
 
 
 class Transport:
@@ -40,14 +58,22 @@ class Transport:
         every message from a ContextVar that only its own threads have set (7.1 falls back to
         the shell's context): from the sampler thread ``comm.send`` raises LookupError there.
         The thread then takes the parent the main thread noted last (``note_parent``; as
-        ipykernel 6 and 7.1 do) and sends again."""
+        ipykernel 6 and 7.1 do) and sends again. A payload UTF-8 cannot encode (a lone
+        surrogate in some string: jupyter_client's packer raises) is sent again with every
+        string made encodable (``encodable_payload``): one odd name never silences the comm."""
         with self.send_lock:
             try:
-                comm.send(payload)
-            except LookupError:
-                if not self._adopt_parent(comm):
-                    raise
-                comm.send(payload)
+                self._send(comm, payload)
+            except UnicodeError:
+                self._send(comm, encodable_payload(payload))
+
+    def _send(self, comm, payload):
+        try:
+            comm.send(payload)
+        except LookupError:
+            if not self._adopt_parent(comm):
+                raise
+            comm.send(payload)
 
     def _adopt_parent(self, comm):
         """Set, in this thread's context only, ipykernel 7.0's shell-parent ContextVar to the

@@ -2,10 +2,12 @@
 that run no user code, the already-imported torch, and the type sets the walks use."""
 
 import os
+import pathlib
 import sys
 import types
 import weakref
 
+from . import peek
 from .limits import MAX_TEXT
 
 LEAF_TYPES = frozenset(
@@ -29,22 +31,44 @@ OPAQUE_TYPES = (
     weakref.CallableProxyType,
 )
 PLAIN_CONTAINERS = (list, tuple, dict, set, frozenset)
+# the same sets by id (``peek.SAFE_REPR_IDS``: membership never runs a metaclass's == or hash)
+LEAF_IDS = frozenset(map(id, LEAF_TYPES))
+PLAIN_IDS = frozenset(map(id, PLAIN_CONTAINERS))
 MISSING = object()
 
 
 def describe(exc):
-    """One line ``"Type: message"`` for an exception (str, at most 500 characters)."""
-    try:
-        text = str(exc)
-    except Exception:
-        text = "<unprintable>"
+    """One line ``"Type: message"`` for an exception (str, at most 500 characters). The
+    message is read without running the exception's code (``peek.exc_message``): one that
+    only its own ``__str__`` could give reads ``<message not read>``."""
+    text = peek.exc_message(exc)
+    if text is None:
+        text = "<message not read>"
     first = text.splitlines()[0] if text else ""
-    return (type(exc).__name__ + (": " + first if first else ""))[:500]
+    return encodable(peek.type_name(type(exc)) + (": " + first if first else ""))[:500]
+
+
+def encodable(text):
+    """``text`` (str) as UTF-8 can encode it: a lone surrogate (a name made with
+    ``globals()['\\ud800']``, a path from ``surrogateescape``) becomes its ``\\udXXX`` escape.
+    The common case, ASCII, costs one C call."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def short(value, limit=MAX_TEXT):
-    """``value`` as a str of at most ``limit`` characters (the browser rejects longer ones)."""
-    text = value if isinstance(value, str) else str(value)
+    """``value`` as an encodable str of at most ``limit`` characters (the browser rejects
+    longer ones). A ``str`` subclass is copied by str's own ``__str__``; anything else that is
+    not a str reads ``peek.NOT_READ`` (its ``__str__`` is never called)."""
+    text = peek.plain_str(value)
+    if text is None:
+        text = str(value) if id(type(value)) in peek.SAFE_REPR_IDS else peek.NOT_READ
+    text = encodable(text)
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
@@ -65,13 +89,10 @@ def frame_name(code):
 
 
 def vars_of(obj):
-    """The instance ``__dict__`` of ``obj`` without running its class's attribute hooks
-    (dict, or an empty dict when it has none)."""
-    try:
-        d = object.__getattribute__(obj, "__dict__")
-    except Exception:
-        return {}
-    return d if type(d) is dict else {}
+    """The instance ``__dict__`` of ``obj`` without running its class's attribute hooks or a
+    ``__dict__`` property (``peek.instance_dict``; dict, or an empty dict when it has none)."""
+    found = peek.instance_dict(obj)
+    return found if found is not None else {}
 
 
 def torch_module():
@@ -96,12 +117,22 @@ def cuda_initialized(torch):
         return False
 
 
+_PATH_TYPES = (
+    pathlib.PurePosixPath,
+    pathlib.PureWindowsPath,
+    pathlib.PosixPath,
+    pathlib.WindowsPath,
+)
+_PATH_IDS = frozenset(map(id, _PATH_TYPES))
+
+
 def basename(value):
-    """File name of a str/os.PathLike, or None for anything else."""
+    """File name of an exact str or pathlib path (a subclass's or another ``os.PathLike``'s
+    ``__fspath__`` is user code), or None for anything else."""
     try:
-        if isinstance(value, os.PathLike):
+        if id(type(value)) in _PATH_IDS:
             value = os.fspath(value)
-        if isinstance(value, str) and value:
+        if type(value) is str and value:
             return os.path.basename(value.rstrip("/\\")) or value
     except Exception:
         pass

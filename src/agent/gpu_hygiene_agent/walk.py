@@ -7,6 +7,7 @@ import itertools
 import types
 from typing import NamedTuple
 
+from . import peek
 from .limits import (
     BIG_TENSOR,
     MAX_BIG_TENSORS,
@@ -19,7 +20,7 @@ from .limits import (
     ROOT_VISITS,
 )
 from .paths import edge_label, tensor_meta
-from .util import LEAF_TYPES, OPAQUE_TYPES, PLAIN_CONTAINERS, short, vars_of
+from .util import LEAF_IDS, OPAQUE_TYPES, PLAIN_IDS, short, vars_of
 
 # What the walk does with an object, by its class (``Walker.kind``): report a tensor, report
 # (and maybe expand) a module, never enter it, enter only the start frame or traceback, enter.
@@ -200,7 +201,7 @@ class Walker:
         current = parents.get(id(obj))
         hops = 0
         while current is not None and current is not below and hops < MAX_PATH_DEPTH:
-            if isinstance(current, cls):
+            if peek.is_a(current, cls):
                 return current
             current = parents.get(id(current))
             hops += 1
@@ -270,7 +271,7 @@ class Walker:
         while stack:
             obj = stack.pop()
             cls = type(obj)
-            if cls in LEAF_TYPES:
+            if id(cls) in LEAF_IDS:
                 continue
             entry = kinds.get(id(cls))
             kind = entry[1] if entry is not None else kind_of(cls)
@@ -293,7 +294,7 @@ class Walker:
                 examined += len(refs)
                 self._phase_examined += len(refs)
                 for ref in refs:
-                    if type(ref) not in LEAF_TYPES and id(ref) not in seen:
+                    if id(type(ref)) not in LEAF_IDS and id(ref) not in seen:
                         seen[id(ref)] = obj
                         push(ref)
                 continue
@@ -319,7 +320,7 @@ class Walker:
             examined += len(refs)
             self._phase_examined += len(refs)
             for ref in refs:
-                if type(ref) in LEAF_TYPES:
+                if id(type(ref)) in LEAF_IDS:
                     continue
                 key = id(ref)
                 if key in seen:
@@ -355,7 +356,7 @@ class Walker:
             return [r for r in gc.get_referents(obj) if type(r) is not types.FrameType]
         if cls is types.TracebackType:
             return []  # frames are walked one by one by the caller
-        if cls in PLAIN_CONTAINERS:
+        if id(cls) in PLAIN_IDS:
             size = len(obj) * (2 if cls is dict else 1)
             if size > limit:
                 # a huge container: look at its first items only (no full copy), and keep no
@@ -364,7 +365,9 @@ class Walker:
                 it = itertools.chain.from_iterable(obj.items()) if cls is dict else iter(obj)
                 left = max(min(visits_left, limit), 0)
                 head = itertools.islice(it, min(limit, 4 * left))
-                return list(itertools.islice((x for x in head if type(x) not in LEAF_TYPES), left))
+                return list(
+                    itertools.islice((x for x in head if id(type(x)) not in LEAF_IDS), left)
+                )
             if cls is dict:
                 return [*obj.keys(), *obj.values()]
             return list(obj)

@@ -12,6 +12,7 @@ their ``__dict__`` only (``vars_of``): no user code runs."""
 
 import sys
 
+from . import peek
 from .util import short, vars_of
 
 MAX_WORKERS = 64  # worker pids read per iterator
@@ -24,13 +25,18 @@ DATALOADER_MODULE = "torch.utils.data.dataloader"
 
 def _kind(cls, kinds):
     """ "iterator", "loader" or None for a class (memoised in ``kinds``)."""
-    kind = kinds.get(cls, 0)
+    entry = kinds.get(id(cls))  # by id: a class's metaclass may define __hash__/__eq__
+    kind = entry[1] if entry is not None and entry[0] is cls else 0
     if kind == 0:
         kind = None
         try:
-            for base in cls.__mro__:
-                name = base.__dict__.get("__qualname__", base.__name__)
-                module = base.__dict__.get("__module__", "")
+            for base in peek.mro(cls):
+                namespace = peek.class_dict(base)
+                name = namespace.get("__qualname__")
+                name = name if type(name) is str else peek.type_name(base)
+                module = namespace.get("__module__")
+                if type(module) is not str:
+                    continue
                 if module == DATALOADER_MODULE and name == ITER_CLASS:
                     kind = "iterator"
                     break
@@ -39,7 +45,7 @@ def _kind(cls, kinds):
                     break
         except Exception:
             kind = None
-        kinds[cls] = kind
+        kinds[id(cls)] = (cls, kind)
     return kind
 
 
@@ -60,7 +66,7 @@ def worker_pids(iterator):
             continue
         popen_attrs = vars_of(popen)
         pid = popen_attrs.get("pid")
-        if isinstance(pid, int) and popen_attrs.get("returncode") is None:
+        if type(pid) is int and popen_attrs.get("returncode") is None:
             pids.append(pid)
     return pids
 
@@ -86,7 +92,7 @@ def _holder(kind, name, path, obj, kinds):
         "kind": kind,
         "name": name,
         "path": short(path, 300),
-        "className": short(type(obj).__name__, 100),
+        "className": short(peek.type_name(type(obj)), 100),
         "persistent": persistent,
         "pids": pids,
     }
@@ -98,14 +104,13 @@ def _inside(value):
     if cls is dict:
         for key, item in list(value.items())[:MAX_LEVEL_ITEMS]:
             # only keys whose repr runs no user code
-            label = repr(key) if type(key) in (str, int, float, bool) else "\u2026"
-            yield f"[{label}]", item
-    elif cls in (list, tuple):
+            yield "[" + peek.key_text(key) + "]", item
+    elif cls is list or cls is tuple:
         for i, item in enumerate(value[:MAX_LEVEL_ITEMS]):
             yield f"[{i}]", item
     elif not issubclass(cls, type):  # type(), not isinstance: never a user's __class__
         for attr, item in list(vars_of(value).items())[:MAX_LEVEL_ITEMS]:
-            if isinstance(attr, str):
+            if type(attr) is str:
                 yield "." + attr, item
 
 
@@ -136,7 +141,7 @@ def worker_holders(roots_by_kind):
         for name, value in pairs:
             if len(out) >= MAX_HOLDERS:
                 return out
-            if not isinstance(name, str):
+            if type(name) is not str:
                 continue
             try:
                 candidates = _candidates(kind, name, value, kinds)

@@ -43,6 +43,13 @@ export interface ICleanPlan {
   modelId: string | null;
   /** User variables to delete first (valid Python identifiers only; asked for by the user). */
   deleteNames: string[];
+  /**
+   * Of `deleteNames`, what each held when the inventory was built
+   * (`hex(id())`, the holder's `valueId`; absent from older agents): the cell
+   * deletes a name only while it still holds that very object, and says so
+   * for one it leaves.
+   */
+  deleteIds?: Record<string, string>;
   /** Whether the cell clears the last exception's traceback. */
   clearTraceback: boolean;
   /**
@@ -204,6 +211,15 @@ export function planClean(
           .filter(isPythonIdentifier)
           .sort();
   const models = planModels(inventory, modelId, deleteNames);
+  const deleteIds: Record<string, string> = {};
+  for (const model of inventory?.models ?? []) {
+    for (const holder of model.id === modelId ? model.holders : []) {
+      const id = holder.valueId;
+      if (holder.kind === 'variable' && id && /^0x[0-9a-f]{1,16}$/.test(id)) {
+        deleteIds[holder.name] = id;
+      }
+    }
+  }
   const { outputs, copies } =
     modelId === null
       ? planOutputs(inventory, models.outKeys)
@@ -218,6 +234,7 @@ export function planClean(
     ),
     modelId,
     deleteNames,
+    deleteIds,
     clearTraceback: models.clearTraceback,
     outputs,
     copies: [...copies].sort(copyOrder)
@@ -449,12 +466,28 @@ function pyString(text: string): string[] {
 }
 
 /**
+ * `("name", 0x7f…)`: a variable to delete and the id of what it held when
+ * the finding was built (`None` without one: an older agent), as literal
+ * parts for {@link signature}.
+ */
+function pyPair(name: string, id: string): string[] {
+  const parts = pyString(name);
+  parts[0] = `(${parts[0]}`;
+  parts[parts.length - 1] += ',';
+  return [...parts, `${id})`];
+}
+
+/**
  * The `def` line with its parameters, wrapped between tuple items at
  * {@link WIDTH} columns (8-space continuation indent).
  */
 function signature(params: Array<[string, string[][]]>): string[] {
   // tokens: each is written whole; `glue` goes between it and the next one
-  const tokens: string[] = ['def _gpu_hygiene_clear_gpu('];
+  // the binding of yours that `def` replaces, kept to be given back (generateCleanCell)
+  const tokens: string[] = [
+    `def ${HELPER}(was=globals().get("${HELPER}", ...),`,
+    `me="${HELPER}",`
+  ];
   params.forEach(([name, items], p) => {
     // a one-item tuple needs its comma, also after adjacent literals
     const comma = items.length === 1 ? ',' : '';
@@ -485,6 +518,9 @@ function signature(params: Array<[string, string[][]]>): string[] {
   }
   return [...lines, line];
 }
+
+/** The function the clean cell defines, calls, and unbinds (or gives back). */
+const HELPER = '_gpu_hygiene_clear_gpu';
 
 /**
  * Generate the clear_gpu cell: at most {@link MAX_CELL_LINES} lines, every
@@ -529,6 +565,9 @@ export function generateCleanCell(plan: ICleanPlan): string {
   );
   // Only identifiers reach code (planClean filters them; checked again here).
   const names = plan.deleteNames.filter(isPythonIdentifier);
+  const ids = plan.deleteIds ?? {};
+  // identity-checked when the agent said what each name held (agent 0.8.0), else as before
+  const checked = names.every(n => ids[n] !== undefined);
   const tb = plan.clearTraceback;
   const params: Array<[string, string[][]]> = [
     ['out_keys', pyKeys(plan.outKeys).map(k => [k])],
@@ -536,34 +575,45 @@ export function generateCleanCell(plan: ICleanPlan): string {
       ? [['copies', copies.map(pyString)] as [string, string[][]]]
       : []),
     ...(names.length
-      ? [['names', names.map(pyString)] as [string, string[][]]]
+      ? [
+          [
+            'names',
+            names.map(n => (checked ? pyPair(n, ids[n]) : pyString(n)))
+          ] as [string, string[][]]
+        ]
       : [])
   ];
   const pops =
     '{id(ip.history_manager.output_hist.pop(k, None)) for k in out_keys}';
   const code = [
     ...signature(params),
+    '    globals().pop(me) if was is ... else globals().update({me: was})  # yours',
     `    import gc, re, sys${tb ? ', traceback' : ''}`,
     '    ip = sys.modules["IPython"].get_ipython()  # even if the name was rebound',
     '    ns, hid, dh = ip.user_ns, ip.user_ns_hidden, vars(ip.displayhook)',
+    `    old = ${pops}`,
     ...(names.length
       ? [
-          '    old = {id(ns.pop(n, None)) for n in names}  # the variables you chose',
-          `    old |= ${pops}`
+          ...(checked
+            ? [
+                '    [print(f"# {n} changed: kept") for n, i in names if id(ns.get(n)) != i]',
+                '    old |= {id(ns.pop(n, None)) for n, i in names if id(ns.get(n)) == i}'
+              ]
+            : [
+                '    old |= {id(ns.pop(n, None)) for n in names}  # the variables you chose'
+              ])
         ]
-      : [`    old = ${pops}`]),
+      : []),
     ...(copies.length
       ? [
           '    res = getattr(ip.last_execution_result, "result", None)  # shown as _',
           '    old |= {id(s.get(c)) for c in copies for s in (hid, dh, {"_": res})}'
         ]
       : []),
-    "    for s in (ns, hid, dh):  # IPython's own names of those objects (by id)",
-    '        for n in [n for n in list(s) if re.fullmatch(r"_{1,3}|_\\d+", str(n))]:',
-    '            if id(s[n]) in old and (s is not ns or hid.get(n) is s[n]):',
-    '                s[n] = ""  # _, __, ___ become "" (as IPython resets them)',
-    '                if n.strip("_"):  # and _N go',
-    '                    del s[n]',
+    "    for s, t in ((ns, hid), (hid, hid), (dh, dh)):  # IPython's names only",
+    '        for n in [n for n in list(s) if type(n) is str and t.get(n) is s[n]]:',
+    '            if re.fullmatch(r"_{1,3}|_\\d+", n) and id(s[n]) in old:  # by id',
+    '                s.pop(n) if n.strip("_") else s.update({n: ""})  # as IPython',
     withComment(
       `    ${tb ? 'ip.InteractiveTB.tb = ' : ''}ip.last_execution_result = ${copies.length ? 'res = ' : ''}None`,
       "the previous cell's"
@@ -577,8 +627,7 @@ export function generateCleanCell(plan: ICleanPlan): string {
     "    gc.collect()  # reference cycles; then PyTorch's cache back to the driver",
     '    if sys.modules.get("torch") and sys.modules["torch"].cuda.is_initialized():',
     '        sys.modules["torch"].cuda.empty_cache()',
-    '_gpu_hygiene_clear_gpu()',
-    'del _gpu_hygiene_clear_gpu'
+    `${HELPER}()`
   ];
   const kept = someNames(plan.keptNames);
   const head = names.length

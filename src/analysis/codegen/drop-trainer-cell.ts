@@ -11,7 +11,7 @@
  * wrapper's own "no trainer" state and `model.train()` builds a new one).
  */
 import type { IPart } from '../../protocol';
-import { commentSafe, isPythonIdentifier } from '../python';
+import { commentSafe, helperHead, isPythonIdentifier } from '../python';
 import { formatBytes, sumBytes } from '../format';
 
 /** First line of the drop-trainer cell (how tests and a re-run recognise it). */
@@ -72,9 +72,8 @@ export function generateDropTrainerCell(target: IDropTrainer): string | null {
       `# keeps ${name}: predict, val and export still work. Safe to re-run.`,
       79
     ),
-    `def _gpu_hygiene_drop_trainer(name="${name}"):`,
-    '    import gc',
-    '    import sys',
+    ...helperHead('_gpu_hygiene_drop_trainer', `name="${name}"`),
+    '    import gc, sys',
     '    from IPython import get_ipython',
     '    owner = get_ipython().user_ns.get(name)',
     '    trainer = getattr(owner, "trainer", None)',
@@ -89,9 +88,7 @@ export function generateDropTrainerCell(target: IDropTrainer): string | null {
     '    torch = sys.modules.get("torch")',
     '    if torch is not None and torch.cuda.is_initialized():',
     '        torch.cuda.empty_cache()',
-    '',
     '_gpu_hygiene_drop_trainer()',
-    'del _gpu_hygiene_drop_trainer',
     ''
   ].join('\n');
 }

@@ -8,7 +8,7 @@
  * without the extension; safe to re-run.
  */
 import type { IInventory } from '../../protocol';
-import { commentSafe, isPythonIdentifier } from '../python';
+import { commentSafe, helperHead, isPythonIdentifier } from '../python';
 
 /** `text` as `# ` comment lines of at most 79 columns (one line, cut, per long word). */
 function commentLines(text: string): string[] {
@@ -52,7 +52,7 @@ export function generateDropWorkersCell(
     "# It shuts them down (the iterator's own _shutdown_workers(), as torch",
     '# does when an iterator is deleted) and deletes these names. Re-create',
     '# the loader to train again. Safe to re-run.',
-    `def _gpu_hygiene_drop_workers(names=${tuple}):`,
+    ...helperHead('_gpu_hygiene_drop_workers', `names=${tuple}`),
     '    import sys',
     '    from IPython import get_ipython',
     '    dl = sys.modules.get("torch.utils.data.dataloader")',
@@ -70,7 +70,6 @@ export function generateDropWorkersCell(
     '',
     '',
     '_gpu_hygiene_drop_workers()',
-    'del _gpu_hygiene_drop_workers',
     ''
   ].join('\n');
 }

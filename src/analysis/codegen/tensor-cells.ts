@@ -5,7 +5,7 @@
  * re-run, that end without a bare expression (nothing pinned in the output
  * cache); only a Python identifier ever reaches code.
  */
-import { commentSafe, isPythonIdentifier } from '../python';
+import { commentSafe, helperHead, isPythonIdentifier } from '../python';
 import { formatPlacement } from '../format';
 import type { PerDevice } from '../findings/types';
 
@@ -47,7 +47,7 @@ export function generateMoveToCpuCell(
     ),
     '# Its CUDA tensors become CPU copies (tensor.cpu()): the tensor itself, or',
     '# those in a list, dict or tuple, one level deep. Safe to re-run.',
-    `def _gpu_hygiene_move_to_cpu(name="${name}"):`,
+    ...helperHead('_gpu_hygiene_move_to_cpu', `name="${name}"`),
     '    import gc, sys',
     '    from IPython import get_ipython  # works even if the name was rebound',
     '    ns, torch = get_ipython().user_ns, sys.modules.get("torch")',
@@ -75,7 +75,6 @@ export function generateMoveToCpuCell(
     '',
     '',
     '_gpu_hygiene_move_to_cpu()',
-    'del _gpu_hygiene_move_to_cpu',
     ''
   ].join('\n');
 }
@@ -105,7 +104,7 @@ export function generateDeleteVariableCell(
       `# which alone keeps ${formatPlacement(bytes)}. Safe to re-run.`,
       79
     ),
-    `def _gpu_hygiene_delete_variable(name="${name}"):`,
+    ...helperHead('_gpu_hygiene_delete_variable', `name="${name}"`),
     '    import gc, sys',
     '    from IPython import get_ipython  # works even if the name was rebound',
     '    get_ipython().user_ns.pop(name, None)',
@@ -113,7 +112,6 @@ export function generateDeleteVariableCell(
     '',
     '',
     '_gpu_hygiene_delete_variable()',
-    'del _gpu_hygiene_delete_variable',
     ''
   ].join('\n');
 }
