@@ -175,18 +175,18 @@ class DeviceSampler:
         try:
             import pynvml  # nvidia-ml-py, only when the kernel's environment has it
         except Exception as exc:
-            self.nvml_error = "nvidia-ml-py (pynvml) not importable: " + describe(exc)
+            self.nvml_error = "nvidia-ml-py (pynvml) not importable: " + describe(exc, library=True)
             return
         try:
             pynvml.nvmlInit()
         except Exception as exc:
-            self.nvml_error = "NVML initialisation failed: " + describe(exc)
+            self.nvml_error = "NVML initialisation failed: " + describe(exc, library=True)
             return
         try:
             self.devices = self._list(pynvml)
             self.nvml = pynvml
         except Exception as exc:
-            self.nvml_error = "NVML device query failed: " + describe(exc)
+            self.nvml_error = "NVML device query failed: " + describe(exc, library=True)
             self.devices = []
             with contextlib.suppress(Exception):
                 pynvml.nvmlShutdown()

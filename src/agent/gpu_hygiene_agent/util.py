@@ -37,11 +37,23 @@ PLAIN_IDS = frozenset(map(id, PLAIN_CONTAINERS))
 MISSING = object()
 
 
-def describe(exc):
+def describe(exc, library=False):
     """One line ``"Type: message"`` for an exception (str, at most 500 characters). The
     message is read without running the exception's code (``peek.exc_message``): one that
-    only its own ``__str__`` could give reads ``<message not read>``."""
-    text = peek.exc_message(exc)
+    only its own ``__str__`` could give reads ``<message not read>``. ``library``: the
+    exception came from the agent's own call into a library (NVML's ``nvmlInit``), never from
+    the user's objects, so its ``__str__`` (``NVMLError`` asks NVML for the error's text) may
+    run; any failure there falls back to the reading above."""
+    text = None
+    if library:
+        try:
+            text = str(exc)
+        except BaseException:
+            text = None
+        if type(text) is not str:
+            text = None
+    if text is None:
+        text = peek.exc_message(exc)
     if text is None:
         text = "<message not read>"
     first = text.splitlines()[0] if text else ""
