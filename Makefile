@@ -125,7 +125,7 @@ test-compat-oldest: $(STAMP)/venv $(STAMP)/node
 compat-setup-oldest: $(STAMP)/venv
 	$(BIN)/python scripts/compat.py setup oldest
 
-# Galata: the specs that may share the machine in GPU_HYGIENE_UI_WORKERS browsers (default 2),
+# Galata: the specs that may share the machine in GPU_HYGIENE_UI_WORKERS browsers (default 1),
 # then those that must run alone (playwright.config.js, project "alone"); both run, the stage
 # fails if either failed.
 test-ui: $(STAMP)/build $(STAMP)/chromium

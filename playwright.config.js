@@ -24,10 +24,12 @@ module.exports = {
   reporter: [['list'], ['html', { open: 'never' }]],
   timeout: 180000,
   expect: { timeout: 30000 },
-  // Spec files run side by side in GPU_HYGIENE_UI_WORKERS browsers against the one server (each
-  // test has its own folder, notebooks and kernels; Galata keeps settings per page). The project
-  // "alone" holds what must not share the machine: make test-ui runs it after the others.
-  workers: Number(process.env.GPU_HYGIENE_UI_WORKERS || 2),
+  // GPU_HYGIENE_UI_WORKERS browsers against the one server (each test has its own folder,
+  // notebooks and kernels; Galata keeps settings per page). Default 1: on the project's 2-core
+  // machines two browsers were no faster (666-684 s against ~580 s, the CPU was the limit) and
+  // toasts that close themselves were missed by slowed tests. The project "alone" holds what
+  // must never share the machine: make test-ui runs it after the others.
+  workers: Number(process.env.GPU_HYGIENE_UI_WORKERS || 1),
   projects: [
     { name: 'parallel', testIgnore: [...OTHER_SERVERS, ...ALONE] },
     // a11y.spec.ts scans the stacked-model toast in both themes; the toast closes itself after

@@ -46,8 +46,7 @@ module.exports = {
   reporter: [['list']],
   timeout: 240000,
   expect: { timeout: 60000 },
-  // four servers of their own: two smoke tests at a time
-  workers: 2,
+  workers: 1,
   retries: 0,
   use: {
     launchOptions: base.use.launchOptions,
