@@ -50,7 +50,8 @@ module.exports = {
   retries: 0,
   use: {
     launchOptions: base.use.launchOptions,
-    trace: 'retain-on-failure',
+    trace: base.use.trace,
+    screenshot: base.use.screenshot,
     video: 'off'
   },
   projects: pages.map(page => ({

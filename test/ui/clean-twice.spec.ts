@@ -11,7 +11,7 @@
  */
 import { expect, test } from '@jupyterlab/galata';
 import type { IJupyterLabPageFixture } from '@jupyterlab/galata';
-import { openNotebookOn } from './notebook-file';
+import { cellSource, openNotebookOn, setCellSource } from './notebook-file';
 import { collectNoise } from './probes';
 
 test.use({ autoGoto: true });
@@ -26,7 +26,7 @@ async function cleanCells(page: IJupyterLabPageFixture): Promise<number[]> {
   const found: number[] = [];
   const count = await page.notebook.getCellCount();
   for (let i = 0; i < count; i++) {
-    if ((await page.notebook.getCellTextInput(i)).startsWith(MARKER)) {
+    if ((await cellSource(page, i)).startsWith(MARKER)) {
       found.push(i);
     }
   }
@@ -93,7 +93,7 @@ test('Clean GPU twice leaves one clean cell, with the second run', async ({
   expect(await cleanCells(page)).toEqual([3]);
   await expect.poll(() => executionCount(page, 3)).not.toBeNull();
   const first = {
-    source: await page.notebook.getCellTextInput(3),
+    source: await cellSource(page, 3),
     count: (await executionCount(page, 3))!
   };
   expect(first.source).toContain('Frees Linear');
@@ -103,7 +103,7 @@ test('Clean GPU twice leaves one clean cell, with the second run', async ({
   await expect.poll(() => executionCount(page, 3)).toBeGreaterThan(first.count);
   expect(await page.notebook.getCellCount()).toBe(4);
   expect(await cleanCells(page)).toEqual([3]);
-  const second = await page.notebook.getCellTextInput(3);
+  const second = await cellSource(page, 3);
   expect(second).not.toBe(first.source);
   // the comment paragraph wraps at 79 columns
   expect(second).toMatch(/Output cache:\s*(?:#\s*)?nothing to drop\./);
@@ -118,7 +118,7 @@ test('Clean GPU twice leaves one clean cell, with the second run', async ({
   await page.evaluate(() =>
     (window as any).jupyterapp.commands.execute('notebook:undo-cell-action')
   );
-  await expect.poll(() => page.notebook.getCellTextInput(3)).toBe(first.source);
+  await expect.poll(() => cellSource(page, 3)).toBe(first.source);
   expect(await cleanCells(page)).toEqual([3]);
   expect(await executionCount(page, 3)).toBe(first.count);
 
@@ -130,7 +130,7 @@ test('Clean GPU twice leaves one clean cell, with the second run', async ({
   expect(await cleanCells(page)).toEqual([1]);
 
   // A clean cell the user edited stays: the next Clean GPU adds one.
-  await page.notebook.setCell(1, 'code', `${second}print("mine")\n`);
+  await setCellSource(page, 1, `${second}print("mine")\n`);
   await page.notebook.selectCells(1);
   await cleanAndWait(page);
   expect(await cleanCells(page)).toEqual([1, 2]);

@@ -15,6 +15,7 @@
  */
 import { expect, test } from '@jupyterlab/galata';
 import { collectNoise, openPanelFromGauge } from './probes';
+import { setCellSource } from './notebook-file';
 
 test.use({ autoGoto: true });
 
@@ -34,9 +35,9 @@ test('parts, graph holders and the out-of-memory diagnosis', async ({
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
     timeout: 120000
   });
-  await page.notebook.setCell(
+  await setCellSource(
+    page,
     0,
-    'code',
     [
       'import copy, types, torch',
       'from ultralytics import YOLO',
@@ -46,9 +47,9 @@ test('parts, graph holders and the out-of-memory diagnosis', async ({
   );
   await page.notebook.runCell(0);
   // running a cell advances to a new empty cell below it
-  await page.notebook.setCell(
+  await setCellSource(
+    page,
     1,
-    'code',
     [
       'w = torch.ones(256, 256, requires_grad=True)',
       'val_losses = [(w * 2).relu().sum() for _ in range(4)]'
@@ -68,9 +69,9 @@ test('parts, graph holders and the out-of-memory diagnosis', async ({
   await expect(graphs).toContainText('4 in a list');
   await expect(graphs).toContainText('SumBackward0');
 
-  await page.notebook.setCell(
+  await setCellSource(
+    page,
     2,
-    'code',
     `raise torch.OutOfMemoryError(${JSON.stringify(OOM)})`
   );
   await page.notebook.runCell(2);

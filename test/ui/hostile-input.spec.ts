@@ -19,6 +19,7 @@ import {
   openPanelFromGauge,
   watchPage
 } from './probes';
+import { cellSource, setCellSource } from './notebook-file';
 
 // Galata's kernels fixture intercepts POST .../restart; a real restart needs it off.
 test.use({ kernels: null, autoGoto: true });
@@ -176,11 +177,7 @@ test('1000 malformed messages through the real comm: dropped, counted, logged on
   );
 
   // The UI keeps working: a later real inventory updates the gauge.
-  await page.notebook.setCell(
-    1,
-    'code',
-    'import torch\nnet = torch.nn.Linear(8, 8)'
-  );
+  await setCellSource(page, 1, 'import torch\nnet = torch.nn.Linear(8, 8)');
   await page.notebook.runCell(1);
   await expect(page.locator(gauge)).toContainText('No GPU · 1 model');
   const after = (await currentModel(page))!;
@@ -232,7 +229,7 @@ test('a class and a variable named <img src=x onerror=alert(1)> show as text eve
     ].join('\n')
   );
   await page.notebook.runCell(0);
-  await page.notebook.setCell(1, 'code', 'second = Evil()');
+  await setCellSource(page, 1, 'second = Evil()');
   await page.notebook.runCell(1);
 
   // the toast
@@ -268,9 +265,7 @@ test('a class and a variable named <img src=x onerror=alert(1)> show as text eve
     .poll(async () => {
       for (let i = 0; i < cells + 1; i++) {
         if (
-          (await page.notebook.getCellTextInput(i)).startsWith(
-            '# gpu-hygiene: clear_gpu'
-          )
+          (await cellSource(page, i)).startsWith('# gpu-hygiene: clear_gpu')
         ) {
           cleanIndex = i;
         }
@@ -278,7 +273,7 @@ test('a class and a variable named <img src=x onerror=alert(1)> show as text eve
       return cleanIndex;
     })
     .toBeGreaterThan(-1);
-  const code = await page.notebook.getCellTextInput(cleanIndex);
+  const code = await cellSource(page, cleanIndex);
   const codeLines = code
     .split('\n')
     .filter(line => !line.trimStart().startsWith('#'));
@@ -331,7 +326,7 @@ test('agent errors show once in the gauge tooltip and never in a cell output', a
   ).toBe('ok');
   const cells = ['a = [1]', 'b = [2]', "raise ValueError('user error')"];
   for (const [i, code] of cells.entries()) {
-    await page.notebook.setCell(i, 'code', code);
+    await setCellSource(page, i, code);
     await page.notebook.runCell(i);
   }
   await expect
@@ -345,7 +340,7 @@ test('agent errors show once in the gauge tooltip and never in a cell output', a
       'Agent error (nvml): RuntimeError: NVML: Driver Not Loaded'
     ]);
   // Still once after more cells and samples.
-  await page.notebook.setCell(3, 'code', 'c = [3]');
+  await setCellSource(page, 3, 'c = [3]');
   await page.notebook.runCell(3);
   await expect
     .poll(async () => (await currentModel(page))!.errors.length)

@@ -21,6 +21,7 @@ import {
   openGaugePopup,
   watchPage
 } from './probes';
+import { setCellSource } from './notebook-file';
 
 // Galata's kernels fixture intercepts POST .../restart; real restarts need it off.
 test.use({ kernels: null, autoGoto: true });
@@ -283,11 +284,7 @@ test('50 restarts in a row and a restart-and-run-all leave one agent and the sam
   await expect(page.locator(gauge)).toHaveText('No GPU');
 
   // Restart and run all, with JupyterLab's own command and confirmation.
-  await page.notebook.setCell(
-    0,
-    'code',
-    'import torch\nnet = torch.nn.Linear(8, 8)'
-  );
+  await setCellSource(page, 0, 'import torch\nnet = torch.nn.Linear(8, 8)');
   await page.notebook.addCell('code', 'x = 1');
   await page.evaluate(() => {
     void (window as any).jupyterapp.commands.execute(
@@ -444,11 +441,7 @@ test('a kernel killed from outside shows "kernel dead" within 2 s and recovers',
   expect(await browserCounts(page)).toEqual(ONE_KERNEL);
   expect(await kernelCounts(page)).toEqual(ONE_AGENT);
   // and it still works: a cell's inventory reaches the gauge
-  await page.notebook.setCell(
-    0,
-    'code',
-    'import torch\nnet = torch.nn.Linear(8, 8)'
-  );
+  await setCellSource(page, 0, 'import torch\nnet = torch.nn.Linear(8, 8)');
   await page.notebook.runCell(0);
   await expect(page.locator(gauge)).toContainText('No GPU · 1 model');
 

@@ -7,7 +7,7 @@
 import { expect, test } from '@jupyterlab/galata';
 import { collectNoise, gaugeDetails } from './probes';
 import type { IJupyterLabPageFixture } from '@jupyterlab/galata';
-import { openNotebookOn } from './notebook-file';
+import { openNotebookOn, setCellSource } from './notebook-file';
 
 // Galata's kernels fixture intercepts POST .../restart; a real restart needs it off.
 test.use({ kernels: null, autoGoto: true });
@@ -28,7 +28,7 @@ async function recorded(
   page: IJupyterLabPageFixture,
   index: number
 ): Promise<IRecorded[]> {
-  await page.notebook.setCell(index, 'code', '%requests');
+  await setCellSource(page, index, '%requests');
   await page.notebook.runCell(index);
   const output = (await page.notebook.getCellTextOutput(index)) ?? [];
   return JSON.parse(output.join('')) as IRecorded[];
@@ -51,7 +51,7 @@ test('a non-Python kernel is sent nothing and the gauge says it is not supported
   );
   await expect.poll(() => gaugeDetails(page)).toMatch(/echo/);
 
-  await page.notebook.setCell(0, 'code', 'hello from the user');
+  await setCellSource(page, 0, 'hello from the user');
   await page.notebook.runCell(0);
   expect((await page.notebook.getCellTextOutput(0))?.join('')).toBe(
     'hello from the user'

@@ -16,7 +16,7 @@
  */
 import { expect, test } from '@jupyterlab/galata';
 import type { IJupyterLabPageFixture } from '@jupyterlab/galata';
-import { openNotebookOn } from './notebook-file';
+import { openNotebookOn, setCellSource } from './notebook-file';
 import { collectNoise, openPanelFromGauge } from './probes';
 
 test.use({ autoGoto: true });
@@ -196,7 +196,7 @@ test('On this GPU: the other notebook’s kernel, named by the server, shut down
   // The server no longer lists it: no Shut down button for that pid any more.
   await expect(other.locator('[data-action="shutdown"]')).toHaveCount(0);
   // The first notebook's kernel still answers.
-  await page.notebook.setCell(0, 'code', '6 * 7');
+  await setCellSource(page, 0, '6 * 7');
   await page.notebook.runCell(0);
   expect(await page.notebook.getCellTextOutput(0)).toEqual([
     expect.stringMatching(/^42\s*$/)

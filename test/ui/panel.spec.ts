@@ -14,6 +14,7 @@ import { expect, test } from '@jupyterlab/galata';
 import { collectNoise, openPanelFromGauge } from './probes';
 import * as fs from 'fs';
 import * as path from 'path';
+import { cellSource } from './notebook-file';
 
 test.use({ autoGoto: false });
 
@@ -165,7 +166,7 @@ test('VRAM panel: lazy, opened from the gauge, frees a stale holder', async ({
   await expect(
     page.locator('.Toastify__toast', { hasText: 'Clean GPU freed' })
   ).toContainText('(2 → 1 live)');
-  const source = (await page.notebook.getCellTextInput(4)).split('\n');
+  const source = (await cellSource(page, 4)).split('\n');
   expect(source[0]).toBe('# gpu-hygiene: clear_gpu');
   expect(source.join('\n')).toContain('keeps one stale model alive');
 

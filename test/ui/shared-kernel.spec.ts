@@ -5,6 +5,7 @@
  */
 import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
+import { setCellSource } from './notebook-file';
 
 test.use({ kernels: null, autoGoto: true });
 
@@ -39,11 +40,7 @@ test('the gauge keeps following a shared kernel after the first notebook closes'
   await page.notebook.close(true);
   await page.notebook.activate('second.ipynb');
 
-  await page.notebook.setCell(
-    0,
-    'code',
-    'import torch\nnet = torch.nn.Linear(8, 8)'
-  );
+  await setCellSource(page, 0, 'import torch\nnet = torch.nn.Linear(8, 8)');
   await page.notebook.runCell(0);
   // The inventory after this cell reaches the gauge through the remaining notebook.
   await expect(page.locator(gauge)).toContainText('No GPU · 1 model');

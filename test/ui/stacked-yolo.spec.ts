@@ -10,6 +10,7 @@ import { expect, test } from '@jupyterlab/galata';
 import { collectNoise, gaugeDetails } from './probes';
 import type { Page } from '@playwright/test';
 import * as path from 'path';
+import { cellSource } from './notebook-file';
 
 // Galata's kernels fixture intercepts POST .../restart; a real restart needs it off.
 test.use({ kernels: null, autoGoto: true });
@@ -115,6 +116,11 @@ test.describe('stacked YOLO models', () => {
       .toMatch(/Findings: 1 warning \(\d+(\.\d)? MiB\)/);
 
     const cellsBefore = await page.notebook.getCellCount();
+    // The "freed" toast closes itself after 5 s, which a loaded machine can
+    // spend on the polls below: it is looked for from the click on.
+    const freed = expect(
+      page.locator(toast, { hasText: 'Clean GPU freed' })
+    ).toContainText('(2 → 1 live)', { timeout: 120000 });
     await page
       .locator('.jp-NotebookPanel-toolbar [data-command="gpu-hygiene:clean"]')
       .click();
@@ -124,19 +130,11 @@ test.describe('stacked YOLO models', () => {
     // Shift+Enter moved to the markdown cell (index 3): the clean cell lands below it.
     const cleanIndex = 4;
     await expect
-      .poll(
-        async () =>
-          (await page.notebook.getCellTextInput(cleanIndex)).split('\n')[0]
-      )
+      .poll(async () => (await cellSource(page, cleanIndex)).split('\n')[0])
       .toBe('# gpu-hygiene: clear_gpu');
     const cleanCell = await page.notebook.getCellLocator(cleanIndex);
     await expect(cleanCell!.locator('.jp-InputPrompt')).toHaveText(/\[\d+\]:/);
-    await expect(
-      page.locator(toast, { hasText: 'Clean GPU freed' })
-    ).toBeVisible();
-    await expect(
-      page.locator(toast, { hasText: 'Clean GPU freed' })
-    ).toContainText('(2 → 1 live)');
+    await freed;
     await expect(page.locator(gauge)).toContainText('No GPU · 1 model');
     await expect(warning).toHaveCount(0);
 

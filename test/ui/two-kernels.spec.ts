@@ -8,7 +8,7 @@
 import { expect, test } from '@jupyterlab/galata';
 import { collectNoise, gaugeDetails, openPanelFromGauge } from './probes';
 import type { IJupyterLabPageFixture } from '@jupyterlab/galata';
-import { openNotebookOn } from './notebook-file';
+import { openNotebookOn, setCellSource } from './notebook-file';
 
 test.use({ autoGoto: true });
 
@@ -44,9 +44,9 @@ test('two notebooks on two kernels: own models and cells; the gauge follows the 
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
     timeout: 120000
   });
-  await page.notebook.setCell(0, 'code', 'import torch');
+  await setCellSource(page, 0, 'import torch');
   await page.notebook.runCell(0);
-  await page.notebook.setCell(1, 'code', 'a = torch.nn.Linear(8, 8)');
+  await setCellSource(page, 1, 'a = torch.nn.Linear(8, 8)');
   await page.notebook.runCell(1);
   await expect(page.locator(gauge)).toHaveText('No GPU · 1 model (288 B RAM)');
   const first = await currentKernelId(page);
@@ -56,9 +56,9 @@ test('two notebooks on two kernels: own models and cells; the gauge follows the 
   await expect(page.locator(gauge)).toHaveText('No GPU', { timeout: 120000 });
   const second = await currentKernelId(page);
   expect(second).not.toBe(first);
-  await page.notebook.setCell(
+  await setCellSource(
+    page,
     0,
-    'code',
     'import torch\nb = torch.nn.Linear(4, 4)\nc = torch.nn.Conv2d(1, 1, 1)'
   );
   await page.notebook.runCell(0);
