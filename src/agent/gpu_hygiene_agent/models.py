@@ -9,7 +9,7 @@ from typing import NamedTuple
 from . import peek
 from .storage import add_storage, bytes_by_device
 from .tracker import LiveModule
-from .util import basename, vars_of
+from .util import basename, torch_module, vars_of
 
 
 class Forest(NamedTuple):
@@ -209,18 +209,70 @@ def _same(older, newer):
     return len(older) == len(newer) and all(a is b for a, b in zip(older, newer))
 
 
+def _base_reads(tensors):
+    """(data_ptr, grad getter) of torch's own tensor base class when every one of
+    ``tensors`` reads its gradient through that class's ``_grad`` slot (the check
+    ``tensor_grad`` makes, once per class), else None. Called unbound on each tensor, both
+    run no Python code of a subclass."""
+    base = _BASE_READS.get("torch")
+    torch = torch_module()
+    if base is None or base[0] is not torch:
+        tensor_base = None
+        if torch is not None:
+            c = vars_of(torch).get("_C")
+            names = vars_of(c) if c is not None else {}
+            tensor_base = names.get("TensorBase") or names.get("_TensorBase")
+        if tensor_base is None or not peek.is_sub(type(tensor_base), type):
+            return None
+        grad = peek.class_dict(tensor_base).get("_grad")
+        data_ptr = peek.class_dict(tensor_base).get("data_ptr")
+        if type(grad) is not peek.GETSET or data_ptr is None:
+            return None
+        base = _BASE_READS["torch"] = (torch, data_ptr, grad)
+    _torch, data_ptr, grad = base
+    for cls in set(map(type, tensors)):
+        entry = _GRAD_SLOTS.get(id(cls))
+        if entry is None or entry[0] is not cls:
+            entry = _GRAD_SLOTS[id(cls)] = (cls, peek.static_class_attr(cls, "_grad"))
+        if entry[1] is not grad:
+            return None
+    return data_ptr, grad.__get__
+
+
+_BASE_READS = {}  # "torch" -> (torch, TensorBase.data_ptr, TensorBase._grad)
+
+
 def tensors_unchanged(signature):
-    """Whether every ``TensorSig`` of ``signature`` still holds."""
+    """Whether every ``TensorSig`` of ``signature`` still holds: each tensor alive, at the same
+    ``data_ptr()``, with a gradient at the same ``data_ptr()`` (or none, as before). Plain
+    tensors and parameters are read in bulk through torch's base class (a model's ~350 in
+    ~0.1 ms); a signature with a subclass that reads its gradient otherwise, one by one."""
+    if not signature:
+        return True
     try:
-        for ref, ptr, gptr in signature:
-            tensor = ref()
-            if tensor is None or tensor.data_ptr() != ptr:
-                return False
-            grad = tensor_grad(tensor)
-            if (grad.data_ptr() if grad is not None else None) != gptr:
-                return False
+        refs, ptrs, gptrs = zip(*signature)
+        tensors = [ref() for ref in refs]
+        reads = _base_reads(tensors)
+        if reads is None:
+            return _unchanged_one_by_one(signature)
+        data_ptr, grad_of = reads
+        if tuple(map(data_ptr, tensors)) != ptrs:
+            return False
+        grads = map(grad_of, tensors)
+        return tuple([g if g is None else data_ptr(g) for g in grads]) == gptrs
     except Exception:
         return False
+
+
+def _unchanged_one_by_one(signature):
+    """``tensors_unchanged`` read tensor by tensor (any subclass; a dead one: False)."""
+    for ref, ptr, gptr in signature:
+        tensor = ref()
+        if tensor is None or tensor.data_ptr() != ptr:
+            return False
+        grad = tensor_grad(tensor)
+        if (grad.data_ptr() if grad is not None else None) != gptr:
+            return False
     return True
 
 
