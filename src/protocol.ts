@@ -102,6 +102,9 @@ const sample = z.object({
   progress: z.optional(z.nullable(trainingProgress))
 });
 
+/** `hex(id())` of a Python object, as the agent writes it. */
+const valueId = z.string().check(z.regex(/^0x[0-9a-f]{1,16}$/));
+
 const holder = z.object({
   kind: rootKind,
   name: shortText,
@@ -113,7 +116,7 @@ const holder = z.object({
    * held when the inventory was built; a fix cell acts on the name only while
    * it still holds that object.
    */
-  valueId: z.optional(z.string().check(z.regex(/^0x[0-9a-f]{1,16}$/)))
+  valueId: z.optional(valueId)
 });
 
 const part = z.object({
@@ -157,7 +160,13 @@ const rootBytes = z.object({
   sharedWith: z.optional(z.array(shortText).check(z.maxLength(100))),
   cells: z.optional(z.array(count).check(z.maxLength(10_000))),
   models: count,
-  tensors: count
+  tensors: count,
+  /**
+   * A `variable` root only (agent 0.9.0): `hex(id())` of what the variable held when the
+   * inventory was built; Move to CPU… or Delete… acts on the name only while it still holds
+   * that object.
+   */
+  valueId: z.optional(valueId)
 });
 
 const tensorInfo = z.object({
@@ -178,7 +187,13 @@ const graphHolder = z.object({
   gradFn: shortText,
   bytes: bytesPerDevice,
   nodes: count,
-  truncated: z.boolean()
+  truncated: z.boolean(),
+  /**
+   * The variable `name` (agent 0.9.0): `hex(id())` of what the variable held when the
+   * inventory was built; Fix… (detach) acts on the name only while it still holds
+   * that object.
+   */
+  valueId: z.optional(valueId)
 });
 
 const allocatorDevice = z.object({
@@ -213,7 +228,13 @@ const workerHolder = z.object({
   path: shortText,
   className: shortText,
   persistent: z.boolean(),
-  pids: z.array(count).check(z.maxLength(1000))
+  pids: z.array(count).check(z.maxLength(1000)),
+  /**
+   * A `variable` holder only (agent 0.9.0): `hex(id())` of what the variable held when the
+   * inventory was built; Drop workers… acts on the name only while it still holds
+   * that object.
+   */
+  valueId: z.optional(valueId)
 });
 
 const children = z.object({

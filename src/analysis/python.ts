@@ -52,3 +52,26 @@ export function helperHead(helper: string, params: string): string[] {
     '    globals().pop(me) if was is ... else globals().update({me: was})  # yours'
   ];
 }
+
+const VALUE_ID = /^0x[0-9a-f]{1,16}$/;
+
+/**
+ * A holder's `valueId` (`hex(id())` of what its variable held when the
+ * inventory was built) as a Python int literal, or `None` when the agent sent
+ * none (agents before 0.9.0; a fix cell then acts by name as before) or it is
+ * not an address (nothing else reaches code).
+ */
+export function pyHeld(valueId: string | null | undefined): string {
+  return valueId && VALUE_ID.test(valueId) ? valueId : 'None';
+}
+
+/**
+ * The two lines (4-space indented) with which a fix cell's helper leaves
+ * `ns[name]` alone when it no longer holds the object the finding was built
+ * on (`held`, a parameter: {@link pyHeld}), and says so in its output. A
+ * name that is gone passes: each cell treats that itself.
+ */
+export const HELD_CHECK = [
+  '    if held is not None and name in ns and id(ns[name]) != held:',
+  '        return print(f"# {name} changed since the finding: kept")'
+];

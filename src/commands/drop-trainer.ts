@@ -88,7 +88,10 @@ export function addTrainerCommand(ctx: ICommandContext): void {
       const code = generateDropTrainerCell({
         name,
         holds: holdingLabels(held),
-        bytes
+        bytes,
+        valueId: info.holders.find(
+          h => h.kind === 'variable' && h.name === name
+        )?.valueId
       });
       if (code === null) {
         return false;

@@ -62,7 +62,11 @@ export function addWorkersCommand(ctx: ICommandContext): void {
     },
     execute: async args => {
       const { panel, drop } = workersTarget(ctx, args);
-      const code = generateDropWorkersCell(drop.names, drop.pids.length);
+      const code = generateDropWorkersCell(
+        drop.names,
+        drop.pids.length,
+        drop.valueIds
+      );
       if (!panel || code === null) {
         Notification.warning(
           trans.__(

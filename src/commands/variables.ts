@@ -54,7 +54,7 @@ async function deleteVariable(
 ): Promise<boolean> {
   const { trans } = ctx;
   const alone = aloneOf(root);
-  const code = generateDeleteVariableCell(root.name, alone);
+  const code = generateDeleteVariableCell(root.name, alone, root.valueId);
   if (code === null) {
     variableGone(ctx);
     return false;
@@ -138,7 +138,7 @@ function addMoveToCpu(ctx: ICommandContext): void {
     execute: async args => {
       const { panel, root } = variableTarget(ctx, args);
       const code = root
-        ? generateMoveToCpuCell(root.name, aloneOf(root))
+        ? generateMoveToCpuCell(root.name, aloneOf(root), root.valueId)
         : null;
       if (!panel || !root || code === null) {
         variableGone(ctx);

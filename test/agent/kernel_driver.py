@@ -528,6 +528,8 @@ CELL_SOURCES = (
     "src/analysis/codegen/clean-cell.ts",
     "src/analysis/codegen/tensor-cells.ts",
     "src/analysis/codegen/drop-workers-cell.ts",
+    "src/analysis/codegen/drop-trainer-cell.ts",
+    "src/analysis/memory/graph-holders.ts",
 )
 # issue 12's views as the app computes them: the message validation, the model, the join with
 # the server's kernels (other-kernels.ts, as the gauge and the panel call it), the gauge's
@@ -578,8 +580,8 @@ def _tsc(out_dir, sources, tsc=None):
 def compile_cleanup(out_dir, tsc=None):
     """Compile the browser's cell generators to CommonJS under ``out_dir`` with the project's
     tsc: the clean cell (``src/analysis/codegen/clean-cell.ts`` and what it imports), the variable
-    actions' cells (``tensor-cells.ts``) and the drop-workers cell (``drop-workers-cell.ts``);
-    returns the
+    actions' cells (``tensor-cells.ts``), the drop-workers and drop-trainer cells and the detach
+    cell (``analysis/memory/graph-holders.ts``); returns the
     path of ``analysis/codegen/clean-cell.js`` (the others lie next to it)."""
     return _tsc(out_dir, CELL_SOURCES, tsc) / "analysis" / "codegen" / "clean-cell.js"
 

@@ -237,6 +237,7 @@ def test_the_census_attributes_models_to_holders_and_counts_each_storage_once(ag
         "sharedWith": ["model"],
         "models": 1,
         "tensors": 0,
+        "valueId": hex(id(shell.user_ns["alias"])),  # what a fix cell checks before acting
     }
     # both keep the whole model (weights, grads, Adam's state): shared, nothing sole
     assert roots[("variable", "model")]["sole"] == {}
@@ -338,10 +339,12 @@ def _address_ids(value):
 def _comparable(message):
     """The message without its timing, and without what the single-file agent did not report:
     ``allocator``, ``children``, ``owners``, ``limits``, ``unread``, the roots' ``sole``,
-    ``shared`` and ``cells`` (and the rows only those fill), and the holders' ``submodule``
-    (checked on their own below) and ``valueId``."""
+    ``shared`` and ``cells`` (and the rows only those fill), the holders' ``submodule``
+    (checked on their own below), and the ``valueId`` of holders, roots and graphs."""
     out = {k: v for k, v in message.items() if k not in ("t", "seq", "durationMs", *NEW_FACTS)}
-    new = ("sole", "shared", "sharedWith", "cells")
+    new = ("sole", "shared", "sharedWith", "cells", "valueId")
+    if "graphs" in message:
+        out["graphs"] = [{k: v for k, v in g.items() if k != "valueId"} for g in message["graphs"]]
     out["roots"] = [
         {k: v for k, v in r.items() if k not in new}
         for r in message.get("roots", [])

@@ -101,10 +101,13 @@ def test_allocator_fact_matches_memory_stats(device, session, check):
 @pytest.fixture(scope="module")
 def drop_cell(browser_cells):
     """``generate(names, workers) -> str``: the browser's ``generateDropWorkersCell``
-    (``src/analysis/codegen/drop-workers-cell.ts``, through node: the ``browser_cells`` fixture)."""
+    (``src/analysis/codegen/drop-workers-cell.ts``, through node: the ``browser_cells`` fixture);
+    ``value_ids``: {name: the holder's valueId}."""
 
-    def generate(names, workers):
-        return browser_cells("drop-workers-cell", "generateDropWorkersCell", list(names), workers)
+    def generate(names, workers, value_ids=None):
+        return browser_cells(
+            "drop-workers-cell", "generateDropWorkersCell", list(names), workers, value_ids or {}
+        )
 
     return generate
 
@@ -175,7 +178,16 @@ def test_dataloader_workers_their_holders_and_the_drop_cell(device, session, che
         all(procs[p]["cuda"] is False for p in pids) if sources != {"fd"} or not s.cuda else None,
     )
 
-    code = drop_cell(["train_loader", "it"], len(pids))
+    # the variable holders carry the id of what their names held (issue 31: the cell acts only
+    # on those objects)
+    held = s.evaluate(loader="hex(id(train_loader))", it="hex(id(it))")
+    assert {p: h.get("valueId") for p, h in holders.items()} == {
+        "train_loader": held["loader"],
+        "it": held["it"],
+    }
+    code = drop_cell(
+        ["train_loader", "it"], len(pids), {p: h["valueId"] for p, h in holders.items()}
+    )
     _, after = s.run(code=code)
     started = time.monotonic()
     left = set(pids) & {p["pid"] for p in after["children"]["processes"]}

@@ -37,7 +37,7 @@ describe('generateDropTrainerCell', () => {
   })!;
   const lines = code.trimEnd().split('\n');
 
-  it('says what it frees and keeps, in at most 25 lines of 79-column comments', () => {
+  it('says what it frees and keeps, in at most 28 lines of 79-column comments', () => {
     expect(lines[0]).toBe(DROP_TRAINER_MARKER);
     expect(lines.slice(1, 5)).toEqual([
       '# Inserted by jupyterlab-gpu-hygiene: drops what train() left on',
@@ -45,7 +45,7 @@ describe('generateDropTrainerCell', () => {
       '# model copy 12.1 MiB, EMA copy 12.1 MiB, AdamW state 24.1 MiB;',
       '# keeps model: predict, val and export still work. Safe to re-run.'
     ]);
-    expect(lines.length).toBeLessThanOrEqual(25);
+    expect(lines.length).toBeLessThanOrEqual(28);
     for (const line of lines.filter(l => l.trimStart().startsWith('#'))) {
       expect(line.length).toBeLessThanOrEqual(79);
     }
@@ -60,6 +60,31 @@ describe('generateDropTrainerCell', () => {
       '    globals().pop(me) if was is ... else globals().update({me: was})  # yours'
     );
     expect(lines.slice(-1)).toEqual(['_gpu_hygiene_drop_trainer()']);
+  });
+
+  it('acts only while the name holds the object of the finding (issue 31)', () => {
+    expect(code).toContain('(name="model", held=None,');
+    const checked = generateDropTrainerCell({
+      name: 'model',
+      holds: [],
+      bytes: 0,
+      valueId: '0x7f3a12345678'
+    })!;
+    expect(checked).toContain('(name="model", held=0x7f3a12345678,');
+    const check = checked.indexOf('id(ns[name]) != held');
+    expect(check).toBeGreaterThan(0);
+    expect(check).toBeLessThan(checked.indexOf('owner.trainer = None'));
+    expect(checked).toContain(
+      'return print(f"# {name} changed since the finding: kept")'
+    );
+    const odd = generateDropTrainerCell({
+      name: 'model',
+      holds: [],
+      bytes: 0,
+      valueId: '0x1); import os; ('
+    })!;
+    expect(odd).toContain('held=None');
+    expect(odd).not.toContain('import os');
   });
 
   it('only identifiers reach code; kernel text in comments stays one bounded line', () => {

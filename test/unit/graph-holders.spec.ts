@@ -77,6 +77,24 @@ describe('graph holders', () => {
     );
   });
 
+  it('detaches only while the name holds the object of the finding (issue 31)', () => {
+    expect(generateDetachCell(graphHolder())).toContain(
+      '(name="val_losses", held=None,'
+    );
+    const code = generateDetachCell(
+      graphHolder({ valueId: '0x7f3a12345678' })
+    )!;
+    expect(code).toContain('(name="val_losses", held=0x7f3a12345678,');
+    const check = code.indexOf(
+      'if held is not None and name in ns and id(ns[name]) != held:'
+    );
+    expect(check).toBeGreaterThan(0);
+    expect(check).toBeLessThan(code.indexOf('obj[:] = [drop(v) for v in obj]'));
+    expect(
+      generateDetachCell(graphHolder({ valueId: '0x1); import os; (' }))
+    ).not.toContain('import os');
+  });
+
   it('words the toast within 140 characters', () => {
     const [row] = graphRows(c08Inventory());
     expect(describeGraphHolder(row, trans)).toBe(

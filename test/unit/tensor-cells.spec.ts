@@ -22,7 +22,9 @@ describe('generateMoveToCpuCell', () => {
     expect(lines[1]).toBe(
       '# Inserted by jupyterlab-gpu-hygiene: results keeps 24.0 MiB on cuda:0.'
     );
-    expect(lines).toContain('def _gpu_hygiene_move_to_cpu(name="results",');
+    expect(lines).toContain(
+      'def _gpu_hygiene_move_to_cpu(name="results", held=None,'
+    );
     expect(lines).toContain('        obj[:] = [cpu(v) for v in obj]');
     expect(lines).toContain('        ns[name] = tuple(cpu(v) for v in obj)');
     expect(lines).toContain('        torch.cuda.empty_cache()');
@@ -45,11 +47,45 @@ describe('generateDeleteVariableCell', () => {
     const cell = generateDeleteVariableCell('acts', { 'cuda:0': 8 * MiB })!;
     expect(cell.split('\n')[0]).toBe(DELETE_MARKER);
     expect(cell).toContain('# which alone keeps 8.0 MiB on cuda:0.');
-    expect(code(cell)).toContain('    get_ipython().user_ns.pop(name, None)');
+    expect(code(cell)).toContain('    ns.pop(name, None)');
     expect(code(cell)).toContain(
-      'def _gpu_hygiene_delete_variable(name="acts",'
+      'def _gpu_hygiene_delete_variable(name="acts", held=None,'
     );
     expect(generateDeleteVariableCell('<img src=x>')).toBeNull();
+  });
+});
+
+describe('the variable cells act on the object of the finding (issue 31)', () => {
+  const id = '0x7f3a12345678';
+  it.each([
+    ['Move to CPU', generateMoveToCpuCell('acts', {}, id)!, 'obj = ns[name]'],
+    [
+      'Delete',
+      generateDeleteVariableCell('acts', {}, id)!,
+      'ns.pop(name, None)'
+    ]
+  ])(
+    '%s: leaves the name alone when it holds another object',
+    (_, cell, act) => {
+      expect(cell).toContain(`(name="acts", held=${id},`);
+      const lines = code(cell);
+      const check = lines.indexOf(
+        '    if held is not None and name in ns and id(ns[name]) != held:'
+      );
+      expect(check).toBeGreaterThan(0);
+      expect(lines[check + 1]).toBe(
+        '        return print(f"# {name} changed since the finding: kept")'
+      );
+      expect(lines.findIndex(l => l.includes(act))).toBeGreaterThan(check);
+    }
+  );
+
+  it('only an address reaches code', () => {
+    for (const bad of ['0x1); import os; (', '123', '0xZZ', '']) {
+      const cell = generateDeleteVariableCell('acts', {}, bad)!;
+      expect(cell).toContain('(name="acts", held=None,');
+      expect(cell).not.toContain('import os');
+    }
   });
 });
 

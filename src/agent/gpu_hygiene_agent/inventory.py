@@ -42,19 +42,34 @@ def no_torch_function():
     return disable() if disable is not None else contextlib.nullcontext()
 
 
-def value_ids(entries, variables):
-    """Give each ``variable`` holder of the models ``entries`` the ``valueId`` of what that
-    variable held when the inventory was built (``hex(id(value))``): a fix cell acts on a name
-    only while it still holds that very object (``variables``: [(name, value)])."""
-    if not entries:
+def value_ids(rows, variables):
+    """Give each of ``rows`` (dicts with a ``name``) that names a user variable the
+    ``valueId`` of what that variable held when the inventory was built (``hex(id(value))``):
+    a fix cell acts on a name only while it still holds that very object (``variables``:
+    [(name, value)], the roots; exact str names only)."""
+    if not rows:
         return
-    ids = {name: id(value) for name, value in variables}  # exact str names only (roots)
-    for entry in entries:
-        for holder in entry.get("holders", ()):
-            if holder.get("kind") == "variable":
-                found = ids.get(holder.get("name"))
-                if found is not None:
-                    holder["valueId"] = hex(found)
+    ids = {name: id(value) for name, value in variables}
+    for row in rows:
+        found = ids.get(row.get("name"))
+        if found is not None:
+            row["valueId"] = hex(found)
+
+
+def variable_rows(message):
+    """The rows of an inventory ``message`` that name a user variable a fix cell acts on
+    (list of dicts): the ``variable`` holders of its models, its ``roots`` of kind
+    ``variable`` (Move to CPU, Delete) and its ``graphs`` (Fix: detach; only variables hold
+    them)."""
+    rows = [
+        holder
+        for entry in message.get("models") or ()
+        for holder in entry.get("holders", ())
+        if holder.get("kind") == "variable"
+    ]
+    rows.extend(row for row in message.get("roots") or () if row.get("kind") == "variable")
+    rows.extend(message.get("graphs") or ())
+    return rows
 
 
 class LastInventory(NamedTuple):
@@ -160,8 +175,7 @@ class Inventory:
         if torch is not None:
             found = self.take_census(walked, torch, cuda, since)
             truncated = truncated or found.cut
-            value_ids(found.models, walked.variables)
-        return {
+        message = {
             "protocol": PROTOCOL,
             "type": "inventory",
             "t": time.time(),
@@ -184,6 +198,8 @@ class Inventory:
             "limits": degrade.current(),
             "unread": skips.fact(),
         }
+        value_ids(variable_rows(message), walked.variables)
+        return message
 
     def scan_orphans(self):
         """Look once for DataLoader workers a previous kernel left running (one pass over
@@ -207,7 +223,11 @@ class Inventory:
             self.scan_orphans()
         elif self.orphans:
             self.orphans = children.still_running(self.orphans)
-        return children.children_fact(self.pid, pairs, self.nvml_pids, orphans=self.orphans)
+        fact = children.children_fact(self.pid, pairs, self.nvml_pids, orphans=self.orphans)
+        held = [h for h in fact.get("holders") or () if h.get("kind") == "variable"]
+        if held:  # Drop workers acts on these names (``value_ids``)
+            value_ids(held, roots.variable_roots(shell) if variables is None else variables)
+        return fact
 
     def walk_roots(self, torch, skips=None):
         """``RootWalk``: the user variables and the output cache (only once torch is

@@ -11,7 +11,13 @@
  * wrapper's own "no trainer" state and `model.train()` builds a new one).
  */
 import type { IPart } from '../../protocol';
-import { commentSafe, helperHead, isPythonIdentifier } from '../python';
+import {
+  commentSafe,
+  HELD_CHECK,
+  helperHead,
+  isPythonIdentifier,
+  pyHeld
+} from '../python';
 import { formatBytes, sumBytes } from '../format';
 
 /** First line of the drop-trainer cell (how tests and a re-run recognise it). */
@@ -45,11 +51,16 @@ export interface IDropTrainer {
   holds: string[];
   /** Bytes the trainer's parts hold, all devices (the comment's "about"). */
   bytes: number;
+  /**
+   * The variable holder's `valueId`: the cell leaves the name alone when it
+   * holds another object by then.
+   */
+  valueId?: string;
 }
 
 /**
  * The drop-trainer cell: commented, self-contained (it works without the
- * extension and is safe to re-run), 25 lines, comments within 79
+ * extension and is safe to re-run), 28 lines, comments within 79
  * columns. It closes the trainer's dataloaders (their workers), sets
  * `<name>.trainer = None`, collects garbage (the trainer sits in reference
  * cycles) and empties PyTorch's CUDA cache when CUDA is initialised. It
@@ -72,10 +83,15 @@ export function generateDropTrainerCell(target: IDropTrainer): string | null {
       `# keeps ${name}: predict, val and export still work. Safe to re-run.`,
       79
     ),
-    ...helperHead('_gpu_hygiene_drop_trainer', `name="${name}"`),
+    ...helperHead(
+      '_gpu_hygiene_drop_trainer',
+      `name="${name}", held=${pyHeld(target.valueId)}`
+    ),
     '    import gc, sys',
     '    from IPython import get_ipython',
-    '    owner = get_ipython().user_ns.get(name)',
+    '    ns = get_ipython().user_ns',
+    ...HELD_CHECK,
+    '    owner = ns.get(name)',
     '    trainer = getattr(owner, "trainer", None)',
     '    if trainer is not None:',
     '        for attr in ("train_loader", "test_loader"):',

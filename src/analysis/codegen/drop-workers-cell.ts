@@ -8,7 +8,7 @@
  * without the extension; safe to re-run.
  */
 import type { IInventory } from '../../protocol';
-import { commentSafe, helperHead, isPythonIdentifier } from '../python';
+import { commentSafe, helperHead, isPythonIdentifier, pyHeld } from '../python';
 
 /** `text` as `# ` comment lines of at most 79 columns (one line, cut, per long word). */
 function commentLines(text: string): string[] {
@@ -34,16 +34,21 @@ export const DROP_WORKERS_MARKER = '# gpu-hygiene: drop_workers';
  *
  * @param names - the user variables to drop.
  * @param workers - how many worker processes they keep (for the comment).
+ * @param valueIds - each name's holder `valueId`: the cell leaves a name
+ *   alone when it holds another object by then.
  */
 export function generateDropWorkersCell(
   names: ReadonlyArray<string>,
-  workers: number
+  workers: number,
+  valueIds: Readonly<Record<string, string>> = {}
 ): string | null {
   const kept = [...new Set(names.filter(isPythonIdentifier))];
   if (!kept.length) {
     return null;
   }
-  const tuple = `(${kept.map(n => `"${n}"`).join(', ')}${kept.length === 1 ? ',' : ''})`;
+  // one (name, id) pair a line: an id is up to 18 characters
+  const pairs = kept.map(n => `\n        ("${n}", ${pyHeld(valueIds[n])})`);
+  const tuple = `(${pairs.join(',')}${kept.length === 1 ? ',' : ''})`;
   return [
     DROP_WORKERS_MARKER,
     ...commentLines(
@@ -57,7 +62,10 @@ export function generateDropWorkersCell(
     '    from IPython import get_ipython',
     '    dl = sys.modules.get("torch.utils.data.dataloader")',
     '    ns = get_ipython().user_ns',
-    '    for name in names:',
+    '    for name, held in names:',
+    '        if held is not None and name in ns and id(ns[name]) != held:',
+    '            print(f"# {name} changed since the finding: kept")',
+    '            continue',
     '        obj = ns.pop(name, None)',
     '        if dl is None or obj is None:',
     '            continue',
@@ -78,6 +86,8 @@ export function generateDropWorkersCell(
 export interface IWorkersToDrop {
   /** User variables (identifiers) that are a loader or iterator keeping workers. */
   names: string[];
+  /** Of `names`, the `valueId` of each holder that has one. */
+  valueIds: Record<string, string>;
   /** The workers those variables keep, sorted. */
   pids: number[];
 }
@@ -103,8 +113,15 @@ export function workersToDrop(
       wanted.has(h.name) &&
       isPythonIdentifier(h.name)
   );
+  const valueIds: Record<string, string> = {};
+  for (const h of holders) {
+    if (h.valueId) {
+      valueIds[h.name] = h.valueId;
+    }
+  }
   return {
     names: [...new Set(holders.map(h => h.name))],
+    valueIds,
     pids: [...new Set(holders.flatMap(h => h.pids))].sort((a, b) => a - b)
   };
 }

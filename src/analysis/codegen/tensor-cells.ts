@@ -5,7 +5,13 @@
  * re-run, that end without a bare expression (nothing pinned in the output
  * cache); only a Python identifier ever reaches code.
  */
-import { commentSafe, helperHead, isPythonIdentifier } from '../python';
+import {
+  commentSafe,
+  HELD_CHECK,
+  helperHead,
+  isPythonIdentifier,
+  pyHeld
+} from '../python';
 import { formatPlacement } from '../format';
 import type { PerDevice } from '../findings/types';
 
@@ -30,11 +36,14 @@ const TAIL = [
  * (boxes, masks); models and anything else are left alone.
  *
  * @param bytes - what the variable alone keeps (for the comment).
+ * @param valueId - the root's `valueId`: the cell leaves the name alone when
+ *   it holds another object by then.
  * @returns Python source, or null when `name` is not a Python identifier.
  */
 export function generateMoveToCpuCell(
   name: string,
-  bytes: PerDevice = {}
+  bytes: PerDevice = {},
+  valueId?: string
 ): string | null {
   if (!isPythonIdentifier(name)) {
     return null;
@@ -47,12 +56,16 @@ export function generateMoveToCpuCell(
     ),
     '# Its CUDA tensors become CPU copies (tensor.cpu()): the tensor itself, or',
     '# those in a list, dict or tuple, one level deep. Safe to re-run.',
-    ...helperHead('_gpu_hygiene_move_to_cpu', `name="${name}"`),
+    ...helperHead(
+      '_gpu_hygiene_move_to_cpu',
+      `name="${name}", held=${pyHeld(valueId)}`
+    ),
     '    import gc, sys',
     '    from IPython import get_ipython  # works even if the name was rebound',
     '    ns, torch = get_ipython().user_ns, sys.modules.get("torch")',
     '    if torch is None or name not in ns:',
     '        return',
+    ...HELD_CHECK,
     '',
     '    def cpu(v):  # a CUDA tensor, or an Ultralytics Results holding some',
     '        if isinstance(v, torch.Tensor) and v.is_cuda:',
@@ -85,11 +98,14 @@ export function generateMoveToCpuCell(
  * and empties PyTorch's cache.
  *
  * @param bytes - what deleting it returns (for the comment).
+ * @param valueId - the root's `valueId`: the cell leaves the name alone when
+ *   it holds another object by then.
  * @returns Python source, or null when `name` is not a Python identifier.
  */
 export function generateDeleteVariableCell(
   name: string,
-  bytes: PerDevice = {}
+  bytes: PerDevice = {},
+  valueId?: string
 ): string | null {
   if (!isPythonIdentifier(name)) {
     return null;
@@ -104,10 +120,15 @@ export function generateDeleteVariableCell(
       `# which alone keeps ${formatPlacement(bytes)}. Safe to re-run.`,
       79
     ),
-    ...helperHead('_gpu_hygiene_delete_variable', `name="${name}"`),
+    ...helperHead(
+      '_gpu_hygiene_delete_variable',
+      `name="${name}", held=${pyHeld(valueId)}`
+    ),
     '    import gc, sys',
     '    from IPython import get_ipython  # works even if the name was rebound',
-    '    get_ipython().user_ns.pop(name, None)',
+    '    ns = get_ipython().user_ns',
+    ...HELD_CHECK,
+    '    ns.pop(name, None)',
     ...TAIL,
     '',
     '',

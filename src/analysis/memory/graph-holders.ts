@@ -12,7 +12,13 @@
  * and harmless, and the leak trend flags a steady climb of any size.
  */
 import type { IGraphHolder, IInventory } from '../../protocol';
-import { commentSafe, helperHead, isPythonIdentifier } from '../python';
+import {
+  commentSafe,
+  HELD_CHECK,
+  helperHead,
+  isPythonIdentifier,
+  pyHeld
+} from '../python';
 import { formatBytes, isCudaDevice, sumBytes } from '../format';
 
 /** Bytes on one CUDA device from which a graph holder raises a toast (64 MiB). */
@@ -132,11 +138,15 @@ export function generateDetachCell(graph: IGraphHolder): string | null {
     '# It keeps the values and drops the graphs: each tensor with a grad_fn directly in it is replaced',
     '# by tensor.detach() (same data, no graph). Next time store loss.item() or loss.detach(), or run',
     '# evaluation under torch.no_grad(). Safe to re-run.',
-    ...helperHead('_gpu_hygiene_detach_graphs', `name="${name}"`),
+    ...helperHead(
+      '_gpu_hygiene_detach_graphs',
+      `name="${name}", held=${pyHeld(graph.valueId)}`
+    ),
     '    import sys',
     '    from IPython import get_ipython  # works even if the name was rebound',
     '    torch = sys.modules.get("torch")',
     '    ns = get_ipython().user_ns',
+    ...HELD_CHECK,
     '    obj = ns.get(name)',
     '    if torch is None or obj is None:',
     '        return',
