@@ -177,17 +177,11 @@ test-floor: $(STAMP)/floor $(STAMP)/floor-types $(STAMP)/chromium
 		python -m pytest -q -p no:cacheprovider test/floor
 	npx playwright test -c playwright.floor.config.js
 
-# make test: set-up, then two tracks side by side, each a list of stages run in turn and timed;
-# the table of times is printed at the end, also when a stage fails (and kept in
-# $(STAMP)/test-times.txt). Neither track keeps two cores busy on its own (measured on 2 cores:
-# Galata ~55 % of them, pytest -n 2 ~65 %), so the browser track (one JupyterLab and one
-# browser at a time) and the kernel track (lint, jest, pytest) share the machine. Each track
-# makes, in the background, the venv only its last stage needs (the floor's, the oldest
-# kernel's: mostly downloads and unpacking) and waits for it before that stage. A stage that
-# fails ends its track; the other track runs to its end, so that one run shows every failure.
-# Every line a track prints starts with its name (ui | ..., py | ...).
-TEST_TRACK_UI := test-ui test-gateway test-notebook7 test-floor
-TEST_TRACK_PY := lint+test-unit test-agent test-compat-oldest
+# make test: set-up, then each stage in turn, every one timed; the table of times is printed at
+# the end, also when a stage fails (and kept in $(STAMP)/test-times.txt). The two venvs that only
+# later stages need (the oldest kernel's, the floor's: mostly downloads and unpacking) are made in
+# the background while lint, jest and the agent tests run; their stage waits for them.
+TEST_STAGES := lint+test-unit test-agent test-compat-oldest test-ui test-gateway test-notebook7 test-floor
 # lint (one core: eslint, prettier, tsc, ruff) and jest (one worker on two cores) side by side;
 # each one's output is printed whole when it ends
 .PHONY: lint+test-unit
@@ -198,52 +192,35 @@ test:
 	times=$(STAMP)/test-times.txt
 	: > $$times
 	t_all=$$(date +%s)
-	tracks=()
 	report() {
 		rc=$$?
-		# an interrupt or a failed set-up: end the tracks (no orphans), then the table
-		for pid in "$${tracks[@]}"; do kill -- "$$pid" 2>/dev/null || true; done
-		wait 2>/dev/null || true
-		printf '\n%-5s %-22s %8s\n' "track" "make test stage" "seconds" | tee $$times.tmp
+		printf '\n%-22s %8s\n' "make test stage" "seconds" | tee $$times.tmp
 		cat $$times | tee -a $$times.tmp
-		printf '%-5s %-22s %8s\n' "" "total" "$$(( $$(date +%s) - t_all ))" | tee -a $$times.tmp
+		printf '%-22s %8s\n' "total" "$$(( $$(date +%s) - t_all ))" | tee -a $$times.tmp
 		mv $$times.tmp $$times
+		# a stage failed before the background set-up was waited for: let it end (no orphans)
+		[ -z "$${bg:-}" ] || wait $$bg 2>/dev/null || true
 		exit $$rc
 	}
 	trap report EXIT
 	stage() {
-		local track=$$1 name=$$2 t0=$$(date +%s); shift 2
-		"$$@" || { printf '%-5s %-22s %8s  FAILED\n' "$$track" "$$name" "$$(( $$(date +%s) - t0 ))" >> $$times; return 1; }
-		printf '%-5s %-22s %8s\n' "$$track" "$$name" "$$(( $$(date +%s) - t0 ))" >> $$times
-	}
-	# track NAME SETUP STAGES...: SETUP (a make goal) in the background, waited for before the
-	# last stage; the stages in turn, up to the first that fails
-	track() {
-		local name=$$1 setup=$$2 log=$(STAMP)/test-background-$$1.log bg; shift 2
-		local last=$${@: -1}
-		( $(MAKE) --no-print-directory $$setup > $$log 2>&1 ) &
-		bg=$$!
-		for s in "$$@"; do
-			if [ "$$s" = "$$last" ]; then
-				wait $$bg || { cat $$log; printf '%-5s %-22s %8s  FAILED\n' "$$name" "($$setup)" "-" >> $$times; return 1; }
-			fi
-			stage $$name $$s $(MAKE) --no-print-directory $$s || { wait $$bg || true; return 1; }
-		done
+		local name=$$1 t0=$$(date +%s); shift
+		"$$@" || { printf '%-22s %8s  FAILED\n' "$$name" "$$(( $$(date +%s) - t0 ))" >> $$times; return 1; }
+		printf '%-22s %8s\n' "$$name" "$$(( $$(date +%s) - t0 ))" >> $$times
 	}
 	# .venv (pip) and node_modules (npm ci) are made side by side, then the build
-	stage - setup $(MAKE) --no-print-directory -j2 $(STAMP)/build $(STAMP)/chromium
-	( track ui floor-setup $(TEST_TRACK_UI) 2>&1 | sed -u 's/^/ui | /' ) &
-	tracks+=($$!)
-	( track py compat-setup-oldest $(TEST_TRACK_PY) 2>&1 | sed -u 's/^/py | /' ) &
-	tracks+=($$!)
-	rc=0
-	for pid in "$${tracks[@]}"; do wait $$pid || rc=1; done
-	tracks=()
-	exit $$rc
-
-# The floor's venv and its type packages (test-floor's set-up).
-.PHONY: floor-setup
-floor-setup: $(STAMP)/floor $(STAMP)/floor-types
+	stage setup $(MAKE) --no-print-directory -j2 $(STAMP)/build $(STAMP)/chromium
+	( $(MAKE) --no-print-directory compat-setup-oldest $(STAMP)/floor $(STAMP)/floor-types \
+		> $(STAMP)/test-background.log 2>&1 ) &
+	bg=$$!
+	for s in $(TEST_STAGES); do
+		if [ "$$s" = test-compat-oldest ]; then
+			if ! wait $$bg; then bg=; cat $(STAMP)/test-background.log; exit 1; fi
+			bg=
+			printf '%-22s %8s\n' "(background set-up)" "done" >> $$times
+		fi
+		stage $$s $(MAKE) --no-print-directory $$s
+	done
 
 # Translations (zh_CN), with JupyterLab's own tool chain, jupyterlab-translate (PyPI; installed into
 # .make/i18n-tools, not into .venv, for this target only): extract every trans.__/_n/_p string of
