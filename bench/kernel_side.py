@@ -301,6 +301,12 @@ SECTION_TARGETS = (
     ("models", "tensors_unchanged"),
     ("rootbytes", "sharing"),
     ("agent", "Agent._remember_wrappers"),
+    ("agent", "Agent._post_run_cell"),
+    ("agent", "Agent._after_cell"),
+    ("agent", "Agent.build_inventory"),
+    ("agent", "Agent.broadcast"),
+    ("agent", "Agent.ensure_tracking"),
+    ("inventory", "Inventory.build"),
 )
 
 

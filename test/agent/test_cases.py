@@ -729,6 +729,7 @@ def test_c10_a_deleted_tensor_is_no_holder_and_nothing_is_stale(
         "sharedWith": [],
         "models": 0,
         "tensors": 1,
+        "valueId": s.evaluate(v="hex(id(blob))")["v"],  # what Delete… checks before acting
     }
 
     _, inventory = s.run(3)

@@ -159,6 +159,26 @@ def test_tensors_under_an_expanded_model_are_grouped_by_what_they_hang_off(agent
     assert all(r.via == id(model) for r in found.storages.values())
 
 
+def test_plain_functions_cost_no_visit_and_functions_with_state_are_followed(agent):
+    blob = torch.zeros(1 << 18)
+
+    def plain(x):
+        return x
+
+    def defaults(x, cache=[blob]):  # noqa: B006 -- the leak this walk must see
+        return x
+
+    callbacks = {"on_fit_start": [plain] * 3, "on_train_end": [plain]}
+    walker = agent.walk.Walker(torch.Tensor, torch.nn.Module, set())
+    found = walker.reach(callbacks, agent.storage.storage_of)
+    # the dict and its two lists: the four functions are not visits
+    assert found.complete and walker.visits == 3 and not found.storages
+    walker = agent.walk.Walker(torch.Tensor, torch.nn.Module, set())
+    found = walker.reach({"hooks": [plain, defaults]}, agent.storage.storage_of)
+    (reached,) = found.storages.values()
+    assert reached.nbytes == 1 << 20 and reached.big.path.startswith("['hooks'][1]")
+
+
 def test_a_root_too_big_for_the_bounds_is_cut_and_said_so(agent):
     many = [{"i": [i]} for i in range(agent.limits.ROOT_VISITS + 10)]
     walker = agent.walk.Walker(torch.Tensor, torch.nn.Module, set())

@@ -22,6 +22,8 @@ from .limits import (
 from .paths import edge_label, tensor_meta
 from .util import LEAF_IDS, OPAQUE_TYPES, PLAIN_IDS, short, vars_of
 
+_FUNCTION = types.FunctionType
+
 # What the walk does with an object, by its class (``Walker.kind``): report a tensor, report
 # (and maybe expand) a module, never enter it, enter only the start frame or traceback, enter.
 _KIND_TENSOR = "tensor"
@@ -272,6 +274,15 @@ class Walker:
             obj = stack.pop()
             cls = type(obj)
             if id(cls) in LEAF_IDS:
+                continue
+            if (
+                cls is _FUNCTION
+                and obj.__closure__ is None
+                and obj.__defaults__ is None
+                and obj.__kwdefaults__ is None
+            ):
+                # a plain function (a library's callbacks): nothing the walk follows, so no
+                # visit is spent on it (a YOLO model's callbacks are ~25 of them)
                 continue
             entry = kinds.get(id(cls))
             kind = entry[1] if entry is not None else kind_of(cls)
