@@ -99,8 +99,9 @@ def loadavg():
 
 
 def git_commit():
-    """(HEAD sha of the tree, dirty): dirty when a tracked file differs from HEAD (the agent or
-    the bench may then not be HEAD's). (None, None) outside a git checkout."""
+    """(HEAD sha of the tree, dirty): dirty when a tracked file other than this script's own
+    outputs differs from HEAD (the agent or the bench may then not be HEAD's). (None, None)
+    outside a git checkout."""
     try:
         sha = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
@@ -114,7 +115,10 @@ def git_commit():
         ).stdout
     except (OSError, subprocess.CalledProcessError):
         return None, None
-    return sha, bool(status.strip())
+    # what this script writes itself (an earlier run's profile) does not make the tree dirty
+    own = {"bench/profile.txt", "bench/results.json"}
+    changed = [line[3:] for line in status.splitlines() if line.strip()]
+    return sha, any(path not in own for path in changed)
 
 
 def goals():

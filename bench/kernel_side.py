@@ -307,6 +307,9 @@ SECTION_TARGETS = (
     ("agent", "Agent.broadcast"),
     ("agent", "Agent.ensure_tracking"),
     ("inventory", "Inventory.build"),
+    ("guard", "guarded"),
+    ("agent", "interrupt_cell"),
+    ("sampler", "SamplerThread.wake"),
 )
 
 
