@@ -44,13 +44,52 @@ export function commentSafe(text: string, maxLength = 120): string {
  * user's own variable of that name (kept in `was` when the `def` ran) or
  * unbinds itself, so a variable of the user's never goes (issue 31).
  */
-export function helperHead(helper: string, params: string): string[] {
+export function helperHead(
+  helper: string,
+  params: string | ReadonlyArray<string>
+): string[] {
+  // the parameters as many to a line as fit in CODE_WIDTH columns
+  const lines: string[] = [];
+  let line = `def ${helper}(`;
+  const first = line;
+  for (const param of typeof params === 'string' ? [params] : params) {
+    const next = line === first ? `${line}${param},` : `${line} ${param},`;
+    if (next.length > CODE_WIDTH && line !== first) {
+      lines.push(line);
+      line = `        ${param},`;
+    } else {
+      line = next;
+    }
+  }
   return [
-    `def ${helper}(${params},`,
+    ...lines,
+    line,
     `        was=globals().get("${helper}", ...),`,
     `        me="${helper}"):`,
     '    globals().pop(me) if was is ... else globals().update({me: was})  # yours'
   ];
+}
+
+/** Most columns of a generated cell's code line (black's default). */
+export const CODE_WIDTH = 88;
+
+/**
+ * `text` as `# ` comment lines of at most `width` columns, wrapped between
+ * words (a word longer than a line is cut); kernel text is made
+ * {@link commentSafe} first.
+ */
+export function commentLines(text: string, width = 79): string[] {
+  const lines: string[] = [];
+  let line = '#';
+  for (const word of commentSafe(text, 400).split(' ')) {
+    if (line.length + 1 + word.length > width && line !== '#') {
+      lines.push(line);
+      line = '#';
+    }
+    line = `${line} ${word}`;
+  }
+  lines.push(line);
+  return lines.map(l => commentSafe(l, width));
 }
 
 const VALUE_ID = /^0x[0-9a-f]{1,16}$/;

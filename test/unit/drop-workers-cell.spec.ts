@@ -73,7 +73,6 @@ describe('generateDropWorkersCell', () => {
         '            if isinstance(it, dl._MultiProcessingDataLoaderIter):',
         '                it._shutdown_workers()',
         '',
-        '',
         '_gpu_hygiene_drop_workers()',
         ''
       ].join('\n')

@@ -83,10 +83,10 @@ export function generateDropTrainerCell(target: IDropTrainer): string | null {
       `# keeps ${name}: predict, val and export still work. Safe to re-run.`,
       79
     ),
-    ...helperHead(
-      '_gpu_hygiene_drop_trainer',
-      `name="${name}", held=${pyHeld(target.valueId)}`
-    ),
+    ...helperHead('_gpu_hygiene_drop_trainer', [
+      `name="${name}"`,
+      `held=${pyHeld(target.valueId)}`
+    ]),
     '    import gc, sys',
     '    from IPython import get_ipython',
     '    ns = get_ipython().user_ns',

@@ -8,22 +8,12 @@
  * without the extension; safe to re-run.
  */
 import type { IInventory } from '../../protocol';
-import { commentSafe, helperHead, isPythonIdentifier, pyHeld } from '../python';
-
-/** `text` as `# ` comment lines of at most 79 columns (one line, cut, per long word). */
-function commentLines(text: string): string[] {
-  const lines: string[] = [];
-  let line = '#';
-  for (const word of commentSafe(text, 400).split(' ')) {
-    if (line.length + 1 + word.length > 79 && line !== '#') {
-      lines.push(line);
-      line = '#';
-    }
-    line = `${line} ${word}`;
-  }
-  lines.push(line);
-  return lines.map(l => commentSafe(l, 79));
-}
+import {
+  commentLines,
+  helperHead,
+  isPythonIdentifier,
+  pyHeld
+} from '../python';
 
 /** First line of the cell: tells the cell apart (tests, the user). */
 export const DROP_WORKERS_MARKER = '# gpu-hygiene: drop_workers';
@@ -75,7 +65,6 @@ export function generateDropWorkersCell(
     '        for it in its:',
     '            if isinstance(it, dl._MultiProcessingDataLoaderIter):',
     '                it._shutdown_workers()',
-    '',
     '',
     '_gpu_hygiene_drop_workers()',
     ''

@@ -56,10 +56,10 @@ export function generateMoveToCpuCell(
     ),
     '# Its CUDA tensors become CPU copies (tensor.cpu()): the tensor itself, or',
     '# those in a list, dict or tuple, one level deep. Safe to re-run.',
-    ...helperHead(
-      '_gpu_hygiene_move_to_cpu',
-      `name="${name}", held=${pyHeld(valueId)}`
-    ),
+    ...helperHead('_gpu_hygiene_move_to_cpu', [
+      `name="${name}"`,
+      `held=${pyHeld(valueId)}`
+    ]),
     '    import gc, sys',
     '    from IPython import get_ipython  # works even if the name was rebound',
     '    ns, torch = get_ipython().user_ns, sys.modules.get("torch")',
@@ -85,7 +85,6 @@ export function generateMoveToCpuCell(
     '        ns[name] = cpu(obj)',
     '    del obj',
     ...TAIL,
-    '',
     '',
     '_gpu_hygiene_move_to_cpu()',
     ''
@@ -120,17 +119,16 @@ export function generateDeleteVariableCell(
       `# which alone keeps ${formatPlacement(bytes)}. Safe to re-run.`,
       79
     ),
-    ...helperHead(
-      '_gpu_hygiene_delete_variable',
-      `name="${name}", held=${pyHeld(valueId)}`
-    ),
+    ...helperHead('_gpu_hygiene_delete_variable', [
+      `name="${name}"`,
+      `held=${pyHeld(valueId)}`
+    ]),
     '    import gc, sys',
     '    from IPython import get_ipython  # works even if the name was rebound',
     '    ns = get_ipython().user_ns',
     ...HELD_CHECK,
     '    ns.pop(name, None)',
     ...TAIL,
-    '',
     '',
     '_gpu_hygiene_delete_variable()',
     ''

@@ -13,7 +13,7 @@
  */
 import type { IGraphHolder, IInventory } from '../../protocol';
 import {
-  commentSafe,
+  commentLines,
   HELD_CHECK,
   helperHead,
   isPythonIdentifier,
@@ -129,19 +129,16 @@ export function generateDetachCell(graph: IGraphHolder): string | null {
   }
   const name = graph.name;
   const kept = formatBytes(sumBytes(graph.bytes));
+  const graphs = `${graph.count} autograd graph${graph.count === 1 ? '' : 's'}`;
   return [
     DETACH_MARKER,
-    commentSafe(
-      `# Inserted by jupyterlab-gpu-hygiene: ${name} keeps ${graph.count} autograd graph(s) alive (about ${kept}${graph.truncated ? ' or more' : ''}).`,
-      200
+    ...commentLines(
+      `Inserted by jupyterlab-gpu-hygiene: ${name} keeps ${graphs} alive (about ${kept}${graph.truncated ? ' or more' : ''}). It keeps the values and drops the graphs: each tensor with a grad_fn directly in it becomes tensor.detach() (same data, no graph). Next time store loss.item() or loss.detach(), or evaluate under torch.no_grad(). Safe to re-run.`
     ),
-    '# It keeps the values and drops the graphs: each tensor with a grad_fn directly in it is replaced',
-    '# by tensor.detach() (same data, no graph). Next time store loss.item() or loss.detach(), or run',
-    '# evaluation under torch.no_grad(). Safe to re-run.',
-    ...helperHead(
-      '_gpu_hygiene_detach_graphs',
-      `name="${name}", held=${pyHeld(graph.valueId)}`
-    ),
+    ...helperHead('_gpu_hygiene_detach_graphs', [
+      `name="${name}"`,
+      `held=${pyHeld(graph.valueId)}`
+    ]),
     '    import sys',
     '    from IPython import get_ipython  # works even if the name was rebound',
     '    torch = sys.modules.get("torch")',
@@ -169,7 +166,6 @@ export function generateDetachCell(graph: IGraphHolder): string | null {
     '        obj.update(values)',
     '    elif type(obj) is tuple:',
     '        ns[name] = tuple(drop(v) for v in obj)',
-    '',
     '',
     '_gpu_hygiene_detach_graphs()',
     ''
