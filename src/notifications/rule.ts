@@ -21,12 +21,13 @@ import type { IToast, ToastPolicy } from './toasts';
 export type RuleResult = ReadonlyArray<IToast> | null;
 
 /**
- * How long a toast about the kernel's state (stacked models, findings, graph
- * holders) stays on screen, milliseconds (15 s). It would otherwise cover
- * the VRAM panel's lower rows for good; JupyterLab keeps it in its
- * notification center (the bell in the status bar), the panel lists the
- * same, and an update in place (the state got worse) shows it again. The
- * leak toast of a climbing cell and the OOM toast stay until closed.
+ * How long a toast about the kernel's state (findings, graph holders, two
+ * named stacked models) stays on screen, milliseconds (15 s). It would
+ * otherwise cover the VRAM panel's lower rows for good; JupyterLab keeps it
+ * in its notification center (the bell in the status bar), the panel lists
+ * the same, and an update in place (the state got worse) shows it again. The
+ * stale-model warning, the leak toast of a climbing cell and the OOM toast
+ * stay until closed (or, the warning, until the stacking ends).
  */
 export const STATE_TOAST_AUTO_CLOSE = 15_000;
 

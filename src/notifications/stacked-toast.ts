@@ -71,7 +71,10 @@ export function stackedRule({ trans, actions }: IRuleContext): IToastRule {
         message: describeStacking(group, trans, groups.length - 1, older),
         // Which instances stack: a new cell with the same ones changes nothing.
         signature: `${stackingSignature(groups)}:${older.stale}`,
-        autoClose: STATE_TOAST_AUTO_CLOSE,
+        // A stale instance (the warning) stays until the user closes it or the
+        // stacking ends (issue 29): it is why the GPU fills. Two named ones
+        // (an info) close themselves like the other state toasts.
+        autoClose: older.stale ? false : STATE_TOAST_AUTO_CLOSE,
         actions: [
           ...(older.stale
             ? [actions.cleanGpu(kernelId), actions.restartKernel(kernelId)]
