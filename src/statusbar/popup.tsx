@@ -108,7 +108,7 @@ export function GaugeDetails(props: {
           {actions.openPanel && (
             <button
               type="button"
-              className="jp-Button jp-mod-styled jp-mod-accept"
+              className="jp-Button jp-mod-styled jp-mod-reject"
               data-action="open-panel"
               onClick={actions.openPanel}
             >
@@ -116,9 +116,10 @@ export function GaugeDetails(props: {
             </button>
           )}
           {actions.clean && (
+            // the popup's action: primary (issue 29: grey, it read as disabled)
             <button
               type="button"
-              className="jp-Button jp-mod-styled jp-mod-reject"
+              className="jp-Button jp-mod-styled jp-mod-accept"
               data-action="clean"
               disabled={!actions.canClean}
               onClick={actions.clean}

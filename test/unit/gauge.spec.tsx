@@ -506,6 +506,17 @@ describe('GpuGauge popup', () => {
       await new Promise(resolve => requestAnimationFrame(resolve));
     });
     const dialog = document.querySelector<HTMLElement>('[role="dialog"]')!;
+    // Clean GPU is the primary button, Open VRAM panel the secondary one
+    expect(
+      dialog
+        .querySelector('[data-action="clean"]')!
+        .classList.contains('jp-mod-accept')
+    ).toBe(true);
+    expect(
+      dialog
+        .querySelector('[data-action="open-panel"]')!
+        .classList.contains('jp-mod-reject')
+    ).toBe(true);
     // (jsdom lays nothing out: the HoverBox hides the popup, so by selector)
     act(() =>
       dialog.querySelector<HTMLElement>('[data-action="clean"]')!.click()
