@@ -1,8 +1,9 @@
 /**
  * Restart Kernel to Free GPU…: asks first, in a dialog that says what a
  * restart frees (all the kernel's VRAM, the CUDA context included, with the
- * figures of its latest sample) and that every variable is lost; then
- * JupyterLab's own restart. Its caption says the same.
+ * figures of its latest sample; no VRAM where the kernel sees no GPU) and
+ * that every variable is lost; then JupyterLab's own restart. Its caption
+ * says the same.
  */
 import { formatBytes } from '../analysis/format';
 import type { GpuKernelModel } from '../model';
@@ -41,6 +42,17 @@ function restartText(
       'Restart the kernel: frees all its VRAM (%1, of which %2 CUDA context and libraries that nothing else frees) and loses all variables',
       formatBytes(process),
       formatBytes(nonTorch)
+    );
+  }
+  if (model?.hello && model.hello.devices.length === 0) {
+    // no GPU visible to the kernel: nothing about VRAM to promise (issue 29)
+    return trans.__(
+      'Restart the kernel: frees all the memory of its process (it sees no GPU) and loses all variables'
+    );
+  }
+  if (!model?.hello) {
+    return trans.__(
+      'Restart the kernel: frees all the memory of its process and loses all variables'
     );
   }
   return trans.__(

@@ -23,7 +23,8 @@ import {
   c08Inventory,
   FakeServerKernels,
   gpuSample,
-  graphHolder
+  graphHolder,
+  h200Hello
 } from './fixtures';
 import { cellsOf, notebookOf, panelOf, quietYjs } from './notebooks';
 
@@ -315,6 +316,16 @@ describe('issue 17: delete an owner variable, restart says what it returns', () 
 
   it('the restart caption says what restarting returns, in MiB, where known', () => {
     const { commands, model } = setup();
+    // before the agent's hello: nothing known about a GPU, none promised
+    expect(commands.caption(CommandIDs.restartKernel, {})).toBe(
+      'Restart the kernel: frees all the memory of its process and loses all variables'
+    );
+    // a kernel that sees no GPU: no VRAM to free (issue 29)
+    model.apply(h200Hello({ devices: [], nvml: false }));
+    expect(commands.caption(CommandIDs.restartKernel, {})).toBe(
+      'Restart the kernel: frees all the memory of its process (it sees no GPU) and loses all variables'
+    );
+    model.apply(h200Hello());
     expect(commands.caption(CommandIDs.restartKernel, {})).toBe(
       'Restart the kernel: frees all VRAM, including the CUDA context, and loses all variables'
     );
@@ -340,7 +351,7 @@ describe('issue 17: delete an owner variable, restart says what it returns', () 
     const dialog = calls[calls.length - 1][0];
     expect(dialog.title).toBe('Restart the kernel of train.ipynb?');
     expect(dialog.body).toBe(
-      'Restart the kernel: frees all VRAM, including the CUDA context, and loses all variables.'
+      'Restart the kernel: frees all the memory of its process and loses all variables.'
     );
     expect(restart).not.toHaveBeenCalled();
     (showDialog as jest.Mock).mockResolvedValueOnce({
