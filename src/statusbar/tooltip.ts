@@ -6,6 +6,7 @@
  * tooltip).
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
+import { loadedFindings } from '../analysis/findings/rules-loader';
 import { IMemoryBands, memoryBands } from '../analysis/memory/bands';
 import { formatBytes } from '../analysis/format';
 import { deviceKey } from '../analysis/processes/gpu-process-join';
@@ -140,14 +141,21 @@ function bandLines(bands: IMemoryBands, trans: TranslationBundle): string[] {
 }
 
 /**
- * Whether the "not a leak" note is worth a line: no stale model on the
- * device and more cache and context than live tensors (at least
+ * Whether the "not a leak" note is true and worth a line: no finding holds
+ * bytes on the device (`heldByFindings`: their bytes there; null while the
+ * findings' rules have not loaded, when nothing is claimed), no stale model
+ * on it, and more cache and context than live tensors (at least
  * {@link NOTE_MIN_BYTES}).
  */
-function notALeak(bands: IMemoryBands, staleBytes: number): boolean {
+function notALeak(
+  bands: IMemoryBands,
+  staleBytes: number,
+  heldByFindings: number | null
+): boolean {
   const idle = (bands.cached ?? 0) + (bands.nonTorch ?? 0);
   return (
     bands.allocated !== null &&
+    heldByFindings === 0 &&
     staleBytes === 0 &&
     idle > bands.allocated &&
     idle >= NOTE_MIN_BYTES
@@ -155,16 +163,46 @@ function notALeak(bands: IMemoryBands, staleBytes: number): boolean {
 }
 
 /**
+ * Findings whose bytes are not memory this kernel holds past its use: the
+ * CUDA context (the very memory the note is about) and child processes
+ * (theirs, not the kernel's).
+ */
+const NOT_HELD = new Set(['cuda-context', 'child-processes']);
+
+/**
+ * Bytes the kernel's findings hold, per device (`"cuda:0"`: bytes), or null
+ * while the findings' rules have not loaded (issue 28: "not a leak" is said
+ * only where no finding holds bytes).
+ */
+function findingBytes(model: GpuKernelModel): Record<string, number> | null {
+  const rules = loadedFindings();
+  if (!rules) {
+    return null;
+  }
+  const out: Record<string, number> = {};
+  for (const finding of rules.findings(rules.factsOf(model))) {
+    if (NOT_HELD.has(finding.kind)) {
+      continue;
+    }
+    for (const [device, bytes] of Object.entries(finding.bytes)) {
+      out[device] = (out[device] ?? 0) + bytes;
+    }
+  }
+  return out;
+}
+
+/**
  * Tooltip lines for one device: NVML's device figure, this kernel's share and
  * its bands (in use by tensors, cached by PyTorch, CUDA context and
  * libraries), so that memory which is only cache and context does not read as
- * a leak. The "not a leak" note needs no stale model on the device and more
- * cache and context than live tensors.
+ * a leak. The "not a leak" note needs no finding holding bytes on the device,
+ * no stale model on it, and more cache and context than live tensors.
  */
 function deviceLines(
   device: IDeviceSample,
   heading: string,
   staleBytes: number,
+  heldByFindings: number | null,
   others: string[],
   trans: TranslationBundle
 ): string[] {
@@ -181,7 +219,7 @@ function deviceLines(
   lines.push(processLine(device, trans));
   const bands = memoryBands(device);
   lines.push(...bandLines(bands, trans));
-  if (notALeak(bands, staleBytes)) {
+  if (notALeak(bands, staleBytes, heldByFindings)) {
     lines.push(
       trans.__(
         'Not a leak: most of this kernel’s VRAM is PyTorch’s reusable cache and the CUDA context, not live tensors.'
@@ -218,6 +256,7 @@ export function deviceSections(
       d !== device &&
       ((d.process ?? 0) > 0 || (d.reserved ?? 0) > 0 || d.processHidden)
   );
+  const held = findingBytes(model);
   return [device, ...others].map(d => {
     const heading = deviceHeading(model, d.index, trans);
     const lines = deviceLines(
@@ -226,6 +265,7 @@ export function deviceSections(
       models
         .filter(m => m.stale)
         .reduce((sum, m) => sum + (m.bytes[`cuda:${d.index}`] ?? 0), 0),
+      held ? (held[`cuda:${d.index}`] ?? 0) : null,
       join
         ? otherProcessLines(join.totals[deviceKey(d.index)], join.server, trans)
         : [],

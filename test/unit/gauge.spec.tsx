@@ -251,6 +251,47 @@ describe('gaugeState bands (protocol 2)', () => {
     expect(tooltip.some(l => l.startsWith('Not a leak'))).toBe(false);
   });
 
+  it('does not call it "not a leak" while a finding holds bytes on the device (issue 28)', () => {
+    const model = readyModel();
+    // mostly cache and context, as in C10, but a variable keeps 256 MiB of
+    // CUDA tensors outside any model (a stored exception's frames, an
+    // optimizer of a deleted model read the same way)
+    model.apply(
+      bandSample({
+        process: 1676 * MiB,
+        allocated: 288 * MiB,
+        reserved: 1056 * MiB,
+        nonTorch: 620 * MiB
+      })
+    );
+    const held = { 'cuda:0': 256 * MiB };
+    model.apply({
+      ...noModels(),
+      roots: [
+        {
+          kind: 'variable',
+          name: 'err',
+          bytes: held,
+          sole: held,
+          shared: {},
+          sharedWith: [],
+          models: 0,
+          tensors: 3
+        }
+      ]
+    });
+    const tooltip = gaugeState(model, DEFAULT_SETTINGS, trans).tooltip;
+    expect(tooltip.some(l => l.startsWith('Findings: '))).toBe(true);
+    expect(tooltip.some(l => l.startsWith('Not a leak'))).toBe(false);
+    // the same figures with nothing held: the note is back
+    model.apply(noModels());
+    expect(
+      gaugeState(model, DEFAULT_SETTINGS, trans).tooltip.some(l =>
+        l.startsWith('Not a leak')
+      )
+    ).toBe(true);
+  });
+
   it('says when NVML does not see the process and uses torch’s counters', () => {
     const model = readyModel();
     model.apply(
