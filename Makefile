@@ -37,6 +37,8 @@ $(STAMP)/venv: requirements-dev.txt | $(STAMP)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q --no-compile -r requirements-dev.txt
+	# what every kernel of the tests imports, compiled once here rather than by the first kernels
+	YOLO_OFFLINE=true $(BIN)/python -c "import torch, torchvision, ultralytics, ipykernel, jupyter_client"
 	touch $@
 
 # Node dependencies, exactly as locked.

@@ -369,6 +369,12 @@ class Kernel:
             self.km = None  # not ours: never restarted or shut down from here
             self.kc = BlockingKernelClient(connection_file=str(connection_file))
             self.kc.load_connection_file()
+            # A client without its kernel's manager judges the kernel by its heartbeat: one ping
+            # unanswered for time_to_dead (1 s) reads as "Kernel died before replying to
+            # kernel_info", which a kernel still starting on a loaded 2-core machine gave
+            # (make test, fresh clone). The kernel is the server's: give it 10 s (set before
+            # the channel's thread starts, which reads it for its first ping).
+            self.kc.hb_channel.time_to_dead = 10.0
             self.kc.start_channels()
             self.kc.wait_for_ready(timeout=60)
             return
