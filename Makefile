@@ -31,14 +31,13 @@ $(STAMP):
 	mkdir -p $(STAMP)
 
 # Python environment: JupyterLab, ipykernel, torch (from the local wheel folder here), ultralytics.
-# --no-compile: pip would compile the ~15,000 modules of these packages (torch, triton,
-# transformers, sympy...: ~50 s of one core); Python compiles the few it imports on first use.
+# pip compiles every module as it installs (~50 s of one core): the machines set
+# PYTHONDONTWRITEBYTECODE=1, so a module pip did not compile is compiled again by every process
+# that imports it (with --no-compile, test-agent took 594 s instead of ~270 s on a fresh clone).
 $(STAMP)/venv: requirements-dev.txt | $(STAMP)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q --no-compile -r requirements-dev.txt
-	# what every kernel of the tests imports, compiled once here rather than by the first kernels
-	YOLO_OFFLINE=true $(BIN)/python -c "import torch, torchvision, ultralytics, ipykernel, jupyter_client"
+	$(BIN)/python -m pip install -q -r requirements-dev.txt
 	touch $@
 
 # Node dependencies, exactly as locked.
@@ -161,7 +160,7 @@ FLOOR_VENV := $(STAMP)/floor-venv
 FLOOR_BELOW := $(STAMP)/floor-below
 $(STAMP)/floor: floor/requirements.txt $(STAMP)/build
 	test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
-	$(FLOOR_VENV)/bin/python -m pip install -q --no-compile -r floor/requirements.txt
+	$(FLOOR_VENV)/bin/python -m pip install -q -r floor/requirements.txt
 	$(FLOOR_VENV)/bin/python -m pip install -q --no-index --no-deps --force-reinstall $(DIST)/jupyterlab_gpu_hygiene-*.whl
 	$(FLOOR_VENV)/bin/jupyter labextension list 2>&1 | grep -E "jupyterlab-gpu-hygiene .*enabled.*OK"
 	$(FLOOR_VENV)/bin/jupyter server extension list 2>&1 | grep -E "jupyterlab_gpu_hygiene .*OK"

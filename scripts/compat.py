@@ -263,10 +263,8 @@ def importlib_version(python, names):
 
 
 def _pip(python, *args):
-    """``pip install -q ARGS`` in ``python``'s venv, without compiling every module (Python
-    compiles the ones a kernel imports on first use; pip's pass over all of them costs more)."""
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
-    cmd = [str(python), "-m", "pip", "install", "-q", "--no-compile", *args]
+    cmd = [str(python), "-m", "pip", "install", "-q", *args]
     log(" ".join(cmd[3:]))
     return subprocess.run(cmd, env=env)
 

@@ -15,7 +15,7 @@ import {
   IGpuProcessesJoin
 } from '../analysis/processes/gpu-process-types';
 import type { GpuKernelModel } from '../model';
-import type { IDeviceSample, IModelInfo } from '../protocol';
+import type { IAllocatorDevice, IDeviceSample, IModelInfo } from '../protocol';
 
 /** Bands of the kernel's memory below which the "not a leak" note is not worth a line. */
 const NOTE_MIN_BYTES = 64 * 2 ** 20;
@@ -104,8 +104,23 @@ function processLine(device: IDeviceSample, trans: TranslationBundle): string {
   );
 }
 
-/** The tooltip lines of a device's bands: in use by tensors, cached by PyTorch, CUDA context and libraries. */
-function bandLines(bands: IMemoryBands, trans: TranslationBundle): string[] {
+/** Cached bytes above what empty_cache() returns from which the cache line says so (1 MiB). */
+const FRAGMENTED_MIN_BYTES = 2 ** 20;
+
+/**
+ * The tooltip lines of a device's bands: in use by tensors, cached by
+ * PyTorch, CUDA context and libraries. `allocator`: the device's allocator
+ * statistics from the latest inventory, used only when they describe the
+ * same state as the sample (same reserved bytes): the cache is then split
+ * into what `empty_cache()` returns (`releasable`) and what partly used
+ * blocks keep (issue 28: "released by empty_cache()" was said of a cache
+ * whose releasable figure was 0).
+ */
+function bandLines(
+  bands: IMemoryBands,
+  allocator: IAllocatorDevice | null,
+  trans: TranslationBundle
+): string[] {
   const lines: string[] = [];
   if (bands.allocated === null) {
     lines.push(
@@ -120,7 +135,20 @@ function bandLines(bands: IMemoryBands, trans: TranslationBundle): string[] {
         formatBytes(bands.allocated)
       )
     );
-    if (bands.cached !== null) {
+    const kept =
+      allocator && bands.cached !== null
+        ? Math.max(0, bands.cached - allocator.releasable)
+        : 0;
+    if (bands.cached !== null && kept >= FRAGMENTED_MIN_BYTES) {
+      lines.push(
+        trans.__(
+          'Cached by PyTorch: %1 — free for this kernel; empty_cache() returns %2 of it, partly used blocks keep %3 (fragmentation)',
+          formatBytes(bands.cached),
+          formatBytes(bands.cached - kept),
+          formatBytes(kept)
+        )
+      );
+    } else if (bands.cached !== null) {
       lines.push(
         trans.__(
           'Cached by PyTorch: %1 — free for this kernel, released by empty_cache()',
@@ -160,6 +188,20 @@ function notALeak(
     idle > bands.allocated &&
     idle >= NOTE_MIN_BYTES
   );
+}
+
+/**
+ * The allocator statistics of the latest inventory for `device`, when they
+ * describe the state the sample shows (the same reserved bytes), else null.
+ */
+function sameState(
+  model: GpuKernelModel,
+  device: IDeviceSample
+): IAllocatorDevice | null {
+  const found = model.inventory?.allocator?.devices.find(
+    a => a.index === device.index
+  );
+  return found && found.reserved === device.reserved ? found : null;
 }
 
 /**
@@ -203,6 +245,7 @@ function deviceLines(
   heading: string,
   staleBytes: number,
   heldByFindings: number | null,
+  allocator: IAllocatorDevice | null,
   others: string[],
   trans: TranslationBundle
 ): string[] {
@@ -218,7 +261,7 @@ function deviceLines(
   }
   lines.push(processLine(device, trans));
   const bands = memoryBands(device);
-  lines.push(...bandLines(bands, trans));
+  lines.push(...bandLines(bands, allocator, trans));
   if (notALeak(bands, staleBytes, heldByFindings)) {
     lines.push(
       trans.__(
@@ -266,6 +309,7 @@ export function deviceSections(
         .filter(m => m.stale)
         .reduce((sum, m) => sum + (m.bytes[`cuda:${d.index}`] ?? 0), 0),
       held ? (held[`cuda:${d.index}`] ?? 0) : null,
+      sameState(model, d),
       join
         ? otherProcessLines(join.totals[deviceKey(d.index)], join.server, trans)
         : [],

@@ -292,6 +292,41 @@ describe('gaugeState bands (protocol 2)', () => {
     ).toBe(true);
   });
 
+  it('splits the cache into what empty_cache() returns and what fragmentation keeps (issue 28)', () => {
+    const model = readyModel();
+    const sample = bandSample({
+      process: 1676 * MiB,
+      allocated: 32 * MiB,
+      reserved: 372 * MiB,
+      nonTorch: 620 * MiB
+    });
+    model.apply(sample);
+    const allocator = (reserved: number) => ({
+      expandableSegments: false,
+      devices: [
+        {
+          index: 0,
+          reserved,
+          allocated: 32 * MiB,
+          active: 32 * MiB,
+          inactiveSplit: 330 * MiB,
+          releasable: 10 * MiB,
+          segments: 3,
+          allocRetries: 0
+        }
+      ]
+    });
+    model.apply({ ...noModels(), allocator: allocator(372 * MiB) });
+    expect(gaugeState(model, DEFAULT_SETTINGS, trans).tooltip).toContain(
+      'Cached by PyTorch: 340.0 MiB — free for this kernel; empty_cache() returns 10.0 MiB of it, partly used blocks keep 330.0 MiB (fragmentation)'
+    );
+    // statistics of another state (the reserved bytes moved since): not used
+    model.apply({ ...noModels(), allocator: allocator(500 * MiB) });
+    expect(gaugeState(model, DEFAULT_SETTINGS, trans).tooltip).toContain(
+      'Cached by PyTorch: 340.0 MiB — free for this kernel, released by empty_cache()'
+    );
+  });
+
   it('says when NVML does not see the process and uses torch’s counters', () => {
     const model = readyModel();
     model.apply(
