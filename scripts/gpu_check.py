@@ -70,6 +70,7 @@ FAILED_ROWS = re.compile(r"(Failed: )?failed rows:")  # a test that failed by it
 CONTEXT_MARK = "\n---\n\n## Context"  # the hand-written tail of the report, kept on rewrite
 CASES = "test/agent/test_cases.py::"
 TRUTH = "test/agent/test_gpu_truth.py::"
+LLM = "test/agent/test_llm_holders.py::"
 # name -> (title, tests); "{d}" is the device parameter. In the order they run (the longest and
 # the newest first, under --budget-s).
 CHECKS = {
@@ -107,6 +108,14 @@ CHECKS = {
         ],
     ),
     "C03": ("C03", [CASES + "test_c03_underscore_names_keep_the_model_after_model_none[{d}]"]),
+    "llm-holders": (
+        "23 holders no model shows: optimizer, kept errors, deliberate copies",
+        [
+            LLM + "test_an_optimizer_keeps_the_weights_of_a_deleted_model[{d}]",
+            LLM + "test_a_caught_error_kept_in_a_variable_keeps_its_frames[{d}]",
+            LLM + "test_aliases_compiled_and_tied_models_raise_nothing[{d}]",
+        ],
+    ),
 }
 NOTES = (
     "Agent figures are compared in bytes and must be equal to torch's and NVML's unless the "

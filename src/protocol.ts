@@ -139,7 +139,15 @@ const modelInfo = z.object({
   bytes: bytesPerDevice,
   parts: z.array(part).check(z.maxLength(1000)),
   holders: z.array(holder).check(z.maxLength(1000)),
-  stale: z.boolean()
+  stale: z.boolean(),
+  /**
+   * Made without running its constructor (agent 0.10.0): `copy.deepcopy`,
+   * pickle or a whole-model `torch.load`, as an EMA or a best checkpoint is
+   * made. Absent for a model built by its constructor, and wherever the
+   * agent cannot tell (torch without module registration hooks, models that
+   * existed before the agent started).
+   */
+  copied: z.optional(z.boolean())
 });
 
 const lastError = z.object({
@@ -266,6 +274,37 @@ const ownerObject = z.object({
   holds: z.array(ownerHolding).check(z.maxLength(1000))
 });
 
+const keptErrorFrame = z.object({
+  name: shortText,
+  local: shortText,
+  bytes: bytesPerDevice
+});
+
+const keptError = z.object({
+  name: shortText,
+  path: shortText,
+  type: shortText,
+  frames: z.array(keptErrorFrame).check(z.maxLength(100)),
+  bytes: bytesPerDevice,
+  tensors: count,
+  valueId: z.optional(valueId)
+});
+
+const strandedOptimizer = z.object({
+  name: shortText,
+  className: shortText,
+  parameters: count,
+  orphaned: count,
+  bytes: bytesPerDevice,
+  parts: z.object({
+    parameters: bytesPerDevice,
+    gradients: bytesPerDevice,
+    state: bytesPerDevice
+  }),
+  referencedBy: z.array(shortText).check(z.maxLength(100)),
+  valueId: z.optional(valueId)
+});
+
 const inventory = z.object({
   ...envelope,
   type: z.literal('inventory'),
@@ -286,6 +325,10 @@ const inventory = z.object({
   allocator: z.nullable(allocator),
   children,
   owners: z.array(ownerObject).check(z.maxLength(1000)),
+  /** Caught exceptions kept in user variables (agent 0.10.0; absent before). */
+  keptErrors: z.optional(z.array(keptError).check(z.maxLength(1000))),
+  /** Optimizers whose model is gone (agent 0.10.0; absent before). */
+  optimizers: z.optional(z.array(strandedOptimizer).check(z.maxLength(1000))),
   limits,
   /**
    * Objects the inventory left out because reading them would run the
@@ -445,7 +488,11 @@ export type ITrainingProgress = z.infer<typeof trainingProgress>;
 export type IDeviceSample = z.infer<typeof deviceSample>;
 /** `inventory`: live models, what holds them and who holds the bytes, after each cell. */
 export type IInventory = z.infer<typeof inventory>;
-/** A live top-level `torch.nn.Module` in the kernel. */
+/**
+ * A live top-level `torch.nn.Module` in the kernel. `copied`: made without
+ * its constructor (a `copy.deepcopy`, a pickled model loaded): a deliberate
+ * copy, never a stacked instance.
+ */
 export type IModelInfo = z.infer<typeof modelInfo>;
 /**
  * What hangs off a model's plain attributes (`trainer.ema.ema`,
@@ -481,6 +528,26 @@ export type ITensorInfo = z.infer<typeof tensorInfo>;
  * `bytes` per device is an estimate (a lower bound when `truncated`).
  */
 export type IGraphHolder = z.infer<typeof graphHolder>;
+/**
+ * A caught exception kept in a user variable (`err = e`, a list of the
+ * errors an out-of-memory retry loop caught): its traceback keeps the
+ * frames it passed through and their locals. `path` is the exception's
+ * path from the variable `name`; `frames` (largest first) give each frame's
+ * function, its largest tensor's path from the frame (`.acts`) and the
+ * bytes only that exception reaches through it; `bytes` per device, whole
+ * storages, each once (what clearing its frames returns unless another
+ * holder keeps them).
+ */
+export type IKeptError = z.infer<typeof keptError>;
+/**
+ * An optimizer named by a user variable some of whose parameters belong to
+ * no live model (`del model` while `opt` lives): `orphaned` of its
+ * `parameters`, and the bytes per device of those parameters, their
+ * gradients and their state (`parts`, each storage once). `referencedBy`:
+ * the other user variables that keep the optimizer (an LR scheduler, a
+ * wrapper, a GradScaler with state for it).
+ */
+export type IStrandedOptimizer = z.infer<typeof strandedOptimizer>;
 /**
  * PyTorch's caching allocator per device (`torch.cuda.memory_stats`), only
  * when CUDA is already initialised; bytes. `releasable` (reserved − active −

@@ -116,6 +116,9 @@ export const variableArgs = described(
     name: text(
       'The user variable (a variable root of the inventory; Python identifiers only)'
     ),
+    with: texts(
+      "Delete only: other user variables deleted in the same cell because they keep the first one (an optimizer's LR scheduler)"
+    ),
     kernelId
   },
   ['name']

@@ -10,23 +10,47 @@ import {
   generateDeleteVariableCell,
   generateMoveToCpuCell
 } from '../analysis/codegen/tensor-cells';
+import type { PerDevice } from '../analysis/findings/types';
 import type { IRootBytes } from '../protocol';
 import { CommandIDs } from '../tokens';
 import { variableArgs } from './args';
 import type { ICommandContext } from './context';
 
-/** The kernel model's notebook and the variable root named by `args.name`. */
+/**
+ * The kernel model's notebook, the variable root named by `args.name`, the
+ * roots of `args.with` (Delete only: variables deleted with it; null when
+ * one is not a variable root any more) and what deleting them all returns:
+ * the optimizer's bytes as the agent measured them when the first is one
+ * (its state, and the parameters and gradients no live model keeps), else
+ * its root's `sole` bytes.
+ */
 function variableTarget(
   ctx: ICommandContext,
-  args: { kernelId?: unknown; name?: unknown }
-): { panel: NotebookPanel | null; root: IRootBytes | null } {
+  args: { kernelId?: unknown; name?: unknown; with?: unknown }
+): {
+  panel: NotebookPanel | null;
+  root: IRootBytes | null;
+  also: IRootBytes[] | null;
+  bytes: PerDevice;
+} {
   const model = ctx.modelFor(args);
   const panel = model ? ctx.monitor.panelFor(model) : null;
-  const root =
-    model?.inventory?.roots.find(
-      r => r.kind === 'variable' && r.name === args.name
-    ) ?? null;
-  return { panel, root };
+  const roots = model?.inventory?.roots ?? [];
+  const find = (name: unknown) =>
+    roots.find(r => r.kind === 'variable' && r.name === name) ?? null;
+  const root = find(args.name);
+  const wanted = Array.isArray(args.with) ? args.with : [];
+  const found = wanted.map(find);
+  const also = found.every(r => r !== null) ? (found as IRootBytes[]) : null;
+  const optimizer = model?.inventory?.optimizers?.find(
+    o => o.name === args.name
+  );
+  const bytes: PerDevice = optimizer
+    ? optimizer.bytes
+    : root
+      ? aloneOf(root)
+      : {};
+  return { panel, root, also, bytes };
 }
 
 /** Say that the variable a row named is gone or not a plain name. */
@@ -45,29 +69,46 @@ function aloneOf(root: IRootBytes): IRootBytes['bytes'] {
   return root.sole ?? root.bytes;
 }
 
-/** Ask (when `ask`), then insert the delete cell of `root`; resolves to whether it was inserted. */
+/**
+ * Ask (when `ask`), then insert the delete cell of `root` (and of `also`,
+ * deleted in the same cell); resolves to whether it was inserted. `bytes`:
+ * what deleting them returns, for the dialog and the cell's comment.
+ */
 async function deleteVariable(
   ctx: ICommandContext,
   panel: NotebookPanel,
   root: IRootBytes,
-  ask: boolean
+  ask: boolean,
+  also: ReadonlyArray<IRootBytes> = [],
+  bytes: PerDevice = aloneOf(root)
 ): Promise<boolean> {
   const { trans } = ctx;
-  const alone = aloneOf(root);
-  const code = generateDeleteVariableCell(root.name, alone, root.valueId);
+  const code = generateDeleteVariableCell(root.name, bytes, root.valueId, also);
   if (code === null) {
     variableGone(ctx);
     return false;
   }
+  const names = [root.name, ...also.map(r => r.name)].join(', ');
+  const body = also.length
+    ? trans.__(
+        'A cell running "del %1" is inserted below the active cell, then PyTorch’s cache is emptied; it frees %2 unless something else still holds it. %3 keeps %4: deleting %4 alone would free nothing. You can no longer use %1 afterwards.',
+        names,
+        formatBytes(sumBytes(bytes)),
+        also.map(r => r.name).join(', '),
+        root.name
+      )
+    : trans.__(
+        'A cell running "del %1" is inserted below the active cell, then PyTorch’s cache is emptied; it frees %2 unless something else still holds it. You can no longer use %1 afterwards.',
+        root.name,
+        formatBytes(sumBytes(bytes))
+      );
   if (
     ask &&
     !(await ctx.confirm(
-      trans.__('Delete the variable %1?', root.name),
-      trans.__(
-        'A cell running "del %1" is inserted below the active cell, then PyTorch’s cache is emptied; it frees %2 unless something else still holds it. You can no longer use %1 afterwards.',
-        root.name,
-        formatBytes(sumBytes(alone))
-      ),
+      also.length
+        ? trans.__('Delete the variables %1?', names)
+        : trans.__('Delete the variable %1?', root.name),
+      body,
       trans.__('Delete')
     ))
   ) {
@@ -96,7 +137,7 @@ async function askMove(
     title: trans.__('Move the CUDA tensors of %1 to the CPU?', root.name),
     body:
       trans.__(
-        'A cell is inserted below the active cell that replaces the CUDA tensors in %1 (the tensor itself, or those in its list, dict or tuple) by CPU copies (tensor.cpu()): the values stay, %2 of VRAM is freed. Or delete %1 if you no longer need it.',
+        'A cell is inserted below the active cell that replaces the CUDA tensors in %1 (the tensor itself, or those in its list, dict or tuple) by CPU copies (tensor.cpu()), or moves the model it names to the CPU (model.cpu()): the values stay, %2 of VRAM is freed. Or delete %1 if you no longer need it.',
         root.name,
         formatBytes(sumBytes(aloneOf(root)))
       ) +
@@ -176,12 +217,12 @@ function addDeleteVariable(ctx: ICommandContext): void {
       );
     },
     execute: async args => {
-      const { panel, root } = variableTarget(ctx, args);
-      if (!panel || !root) {
+      const { panel, root, also, bytes } = variableTarget(ctx, args);
+      if (!panel || !root || !also) {
         variableGone(ctx);
         return false;
       }
-      return deleteVariable(ctx, panel, root, true);
+      return deleteVariable(ctx, panel, root, true, also, bytes);
     }
   });
 }

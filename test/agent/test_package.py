@@ -334,9 +334,9 @@ def old_agent():
 
 
 # facts the single-file agent never had (issue 17): the allocator split, child processes, owner
-# objects, the limits of the environment (issue 16), and holders that reach only a submodule
-# (``submodule: true``; checked on their own below)
-NEW_FACTS = ("allocator", "children", "owners", "limits", "unread")
+# objects, the limits of the environment (issue 16), kept errors and optimizers (issue 23), and
+# holders that reach only a submodule (``submodule: true``; checked on their own below)
+NEW_FACTS = ("allocator", "children", "owners", "limits", "unread", "keptErrors", "optimizers")
 
 
 def protocol_id(agent, tracker, module):
@@ -358,7 +358,7 @@ def _address_ids(value):
 
 def _comparable(message):
     """The message without its timing, and without what the single-file agent did not report:
-    ``allocator``, ``children``, ``owners``, ``limits``, ``unread``, the roots' ``sole``,
+    ``NEW_FACTS``, the roots' ``sole``,
     ``shared`` and ``cells`` (and the rows only those fill), the holders' ``submodule``
     (checked on their own below), and the ``valueId`` of holders, roots and graphs."""
     out = {k: v for k, v in message.items() if k not in ("t", "seq", "durationMs", *NEW_FACTS)}

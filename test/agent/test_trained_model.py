@@ -101,10 +101,10 @@ def run_steps(kernel, cells):
     return out
 
 
-def check_fixture(path, inventories):
-    """Compare the normalised inventories with the committed fixture at ``path``
-    (``UPDATE_FIXTURES=1``: write it first)."""
-    steps = normalise(inventories)
+def check_fixture(path, inventories, keys=KEPT):
+    """Compare the normalised inventories (``keys`` of each) with the committed fixture at
+    ``path`` (``UPDATE_FIXTURES=1``: write it first)."""
+    steps = normalise(inventories, keys)
     if os.environ.get("UPDATE_FIXTURES"):
         path.write_text(json.dumps(steps, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     assert path.exists(), f"run with UPDATE_FIXTURES=1 to write {path}"
@@ -114,13 +114,13 @@ def check_fixture(path, inventories):
         assert fresh == old, fresh["step"]
 
 
-def normalise(inventories):
+def normalise(inventories, keys=KEPT):
     """The inventories with ids renumbered (``m1``, ``m2``… in order of first appearance) and
     the holders' ``valueId`` (an address) left out, the
     models' ``order`` replaced by its rank among all the steps' (1, 2…: older first), and only
-    the ``KEPT`` keys: stable from one run to the next. The raw order counts the modules seen
-    before, which the environment changes (with ``tqdm`` importable, Ultralytics registers its
-    YOLO wrapper 25 modules later)."""
+    the ``keys`` (default ``KEPT``): stable from one run to the next. The raw order counts the
+    modules seen before, which the environment changes (with ``tqdm`` importable, Ultralytics
+    registers its YOLO wrapper 25 modules later)."""
     ids = {}
     orders = sorted({m["order"] for _step, inventory in inventories for m in inventory["models"]})
     rank = {order: i + 1 for i, order in enumerate(orders)}
@@ -137,7 +137,7 @@ def normalise(inventories):
         return value
 
     steps = [
-        {"step": step, **rename({k: inventory[k] for k in KEPT})} for step, inventory in inventories
+        {"step": step, **rename({k: inventory[k] for k in keys})} for step, inventory in inventories
     ]
     for step in steps:
         for model in step["models"]:

@@ -58,7 +58,8 @@ describe('planClean', () => {
       deleteIds: {},
       clearTraceback: true,
       outputs: [],
-      copies: []
+      copies: [],
+      keptErrors: []
     });
   });
 

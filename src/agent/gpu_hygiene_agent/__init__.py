@@ -63,6 +63,8 @@ MODULES = (
     "fingerprint",
     "graphs",
     "owners",
+    "errors",
+    "optimizers",
     "rootbytes",
     "census",
     "lasterror",

@@ -8,7 +8,7 @@ and kept storages of each model (``collect_parts``), the bytes per root (``tally
 
 from typing import NamedTuple
 
-from . import devices, graphs, models, owners, peek, rootbytes
+from . import devices, errors, graphs, models, optimizers, owners, peek, rootbytes
 from .limits import (
     BIG_TENSOR,
     HIDDEN_HOLDER,
@@ -55,6 +55,8 @@ class Census(NamedTuple):
     tensors: list
     graphs: list
     owners: list  # owners.owner_facts
+    kept_errors: list  # errors.kept_errors
+    optimizers: list  # optimizers.optimizer_rows
     cut: bool  # a message bound or a graph search bound was hit
     graphless: dict  # the graph search's memo for the next inventory
 
@@ -478,6 +480,8 @@ def build(
             # a variable whose whole walk reached no module holds no model
             {n for k, n, f in roots if k == "variable" and f.complete and not f.modules},
         ),
+        errors.kept_errors(roots, params),
+        optimizers.optimizer_rows(variables, torch, params),
         models_cut or rows_cut or found.cut,
         found.graphless,
     )

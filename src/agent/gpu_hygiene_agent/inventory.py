@@ -56,11 +56,26 @@ def value_ids(rows, variables):
             row["valueId"] = hex(found)
 
 
+def mark_copies(entries, copied):
+    """Set ``copied: true`` on the ``models`` entries (dicts) whose module the tracker found
+    made without its constructor (``copied``: {id(module): order}; an entry's ``id`` is
+    ``<hex address>-<order>``)."""
+    if not copied:
+        return
+    for entry in entries:
+        address, _, order = entry["id"].rpartition("-")
+        try:
+            if copied.get(int(address, 16)) == int(order):
+                entry["copied"] = True
+        except ValueError:
+            continue
+
+
 def variable_rows(message):
     """The rows of an inventory ``message`` that name a user variable a fix cell acts on
     (list of dicts): the ``variable`` holders of its models, its ``roots`` of kind
-    ``variable`` (Move to CPU, Delete) and its ``graphs`` (Fix: detach; only variables hold
-    them)."""
+    ``variable`` (Move to CPU, Delete), its ``graphs`` (Fix: detach; only variables hold
+    them), its ``keptErrors`` and its ``optimizers`` (Delete)."""
     rows = [
         holder
         for entry in message.get("models") or ()
@@ -69,6 +84,8 @@ def variable_rows(message):
     ]
     rows.extend(row for row in message.get("roots") or () if row.get("kind") == "variable")
     rows.extend(message.get("graphs") or ())
+    rows.extend(message.get("keptErrors") or ())
+    rows.extend(message.get("optimizers") or ())
     return rows
 
 
@@ -195,10 +212,13 @@ class Inventory:
             "allocator": allocator.allocator_fact(),
             "children": self.children(walked.variables),
             "owners": found.owners if found else [],
+            "keptErrors": found.kept_errors if found else [],
+            "optimizers": found.optimizers if found else [],
             "limits": degrade.current(),
             "unread": skips.fact(),
         }
         value_ids(variable_rows(message), walked.variables)
+        mark_copies(message["models"], self.tracker.copied)
         return message
 
     def scan_orphans(self):
@@ -303,7 +323,8 @@ class Inventory:
         tracker = self.tracker
         for _kind, _name, found in walked.roots:
             for reached in found.modules:
-                tracker.add(reached.module)  # e.g. unpickled models the hooks never saw
+                # models the hooks never saw being built: a deepcopy, an unpickled model
+                tracker.add(reached.module, copied=True)
         forest = walked.forest
         if walked.changes != tracker.changes:
             forest = self.forests.forest()  # the walk found modules the hooks missed

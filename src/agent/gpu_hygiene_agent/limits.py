@@ -1,6 +1,6 @@
 """Names, versions and bounds of the agent (constants only; every other module reads them here)."""
 
-AGENT_VERSION = "0.9.0"
+AGENT_VERSION = "0.10.0"
 PROTOCOL = 2
 MODULE_NAME = "_jupyterlab_gpu_hygiene_agent"  # the package's name in sys.modules
 COMM_TARGET = "jupyterlab_gpu_hygiene.v1"
@@ -47,6 +47,10 @@ OWNER_EXAMINED = 50000
 OWNER_VISITS_TOTAL = 10000
 OWNER_EXAMINED_TOTAL = 200000
 MAX_GRAPH_HOLDERS = 50
+MAX_KEPT_ERRORS = 20  # keptErrors rows per inventory (errors.py)
+MAX_KEPT_ERROR_FRAMES = 20  # frames per kept error
+MAX_OPTIMIZERS = 20  # stranded optimizers per inventory (optimizers.py)
+MAX_OPTIMIZER_PARAMS = 100000  # parameters (and state entries) looked at per optimizer
 MAX_ROOTS = 200  # roots reported per inventory, largest first
 MAX_SHARED_WITH = 8  # names in a root's sharedWith
 GRAPH_ITEMS = 10000  # container items looked at per graph holder

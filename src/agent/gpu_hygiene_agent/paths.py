@@ -9,7 +9,7 @@ import types
 
 from . import peek
 from .limits import MAX_LABEL_SCAN
-from .util import short, vars_of
+from .util import frame_name, short, vars_of
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -53,6 +53,8 @@ def edge_label(parent, child, grand):
             return ".__self__" if parent.__self__ is child else ".__func__"
         if cls is types.FrameType:
             return frame_local_label(parent, child)
+        if type(child) is types.FrameType and issubclass(cls, BaseException):
+            return f".__traceback__({frame_name(child.f_code)})"
         for key, value in list(vars_of(parent).items())[:MAX_LABEL_SCAN]:
             if value is child and type(key) is str:
                 return "." + key

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from . import degrade, peek
 from .limits import MAX_FRAMES, MAX_TB_DEPTH
-from .util import LEAF_IDS, MISSING, vars_of
+from .util import LEAF_IDS, MISSING, machinery_frame, vars_of
 
 # Output-cache names: _, __, ___ and _<n>.
 OUTPUT_NAME = re.compile(r"_{1,3}$|_\d+$")
@@ -230,16 +230,6 @@ def traceback_frames(shell, excs):
             tb = tb.tb_next
             depth += 1
     return frames
-
-
-def machinery_frame(frame):
-    """Whether a traceback frame belongs to IPython/ipykernel's own code (``run_code``), which
-    holds no user data and is left out of ``lastError``."""
-    try:
-        name = frame.f_globals.get("__name__")
-    except Exception:
-        return False
-    return type(name) is str and name.split(".")[0] in ("IPython", "ipykernel")
 
 
 def skip_ids(shell, own_ids, module_dicts):

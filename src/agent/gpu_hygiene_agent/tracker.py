@@ -49,6 +49,10 @@ class ModuleTracker:
 
     def __init__(self):
         self._refs = {}  # id(module) -> Tracked
+        # id(module) -> order of the tracked modules that the registration hooks never saw being
+        # built while they were installed: made without their constructor (copy.deepcopy, pickle,
+        # a whole-model torch.load), found later by a walk (``add(module, copied=True)``)
+        self.copied = {}
         self._counter = itertools.count()
         self._handles = []
         self.active = False  # registration hooks installed
@@ -82,18 +86,22 @@ class ModuleTracker:
         except Exception:
             pass
 
-    def add(self, module):
-        """Track ``module`` (no-op when already tracked)."""
+    def add(self, module, copied=False):
+        """Track ``module`` (no-op when already tracked). ``copied``: a walk found it untracked
+        while the registration hooks are installed, so its constructor never ran (noted in
+        ``copied`` only then: without the hooks every module is found by a scan)."""
         key = id(module)
         entry = self._refs.get(key)
         if entry is not None and entry.ref() is module:
             return
         refs = self._refs
+        copies = self.copied
 
-        def _gone(ref, key=key, refs=refs, tracker=self):
+        def _gone(ref, key=key, refs=refs, tracker=self, copies=copies):
             current = refs.get(key)
             if current is not None and current.ref is ref:
                 refs.pop(key, None)
+                copies.pop(key, None)
                 tracker.changes += 1
 
         try:
@@ -101,6 +109,10 @@ class ModuleTracker:
         except TypeError:
             return
         refs[key] = Tracked(ref, next(self._counter))
+        if copied and self.active:
+            copies[key] = refs[key].order
+        else:
+            copies.pop(key, None)
         self.changes += 1
 
     def order(self, module):

@@ -156,3 +156,13 @@ def drain(items):
     out = list(items)
     del items[:]
     return out
+
+
+def machinery_frame(frame):
+    """Whether a traceback frame belongs to IPython/ipykernel's own code (``run_code``), which
+    holds no user data and is left out of ``lastError``."""
+    try:
+        name = frame.f_globals.get("__name__")
+    except Exception:
+        return False
+    return type(name) is str and name.split(".")[0] in ("IPython", "ipykernel")

@@ -11,16 +11,19 @@ from . import peek
 from .limits import (
     BIG_TENSOR,
     MAX_BIG_TENSORS,
+    MAX_FRAMES,
     MAX_PATH_DEPTH,
     MAX_PATH_TEXT,
+    MAX_TB_DEPTH,
     MEASURED_TENSORS,
     PHASE_EXAMINED,
     PHASE_VISITS,
     ROOT_EXAMINED,
     ROOT_VISITS,
 )
+from .models import tensor_grad
 from .paths import edge_label, tensor_meta
-from .util import LEAF_IDS, OPAQUE_TYPES, PLAIN_IDS, short, vars_of
+from .util import LEAF_IDS, OPAQUE_TYPES, PLAIN_IDS, frame_name, machinery_frame, short, vars_of
 
 _FUNCTION = types.FunctionType
 
@@ -66,6 +69,15 @@ class ReachedStorage(NamedTuple):
     big: object  # BigTensor, or None
 
 
+class KeptByError(NamedTuple):
+    """How a stored exception keeps a storage: through a frame of its traceback."""
+
+    error: object  # the exception (kept for the census only; dropped with the walk)
+    path: str  # path suffix from the root to the exception ("" when the root is it)
+    frame: str  # the frame's function name (``util.frame_name``)
+    local: str  # path suffix from the frame to the tensor (".acts", ".out[0]")
+
+
 class _Walked(NamedTuple):
     root: object  # the root (kept for the inventory, so that its id stays its own)
     reach: object  # its Reach
@@ -77,15 +89,18 @@ class Reach:
     ``modules``: [ReachedModule]; ``storages``: {StorageKey: ReachedStorage}; ``complete``:
     False when a bound cut the walk; ``big``: how many storages carry a ``BigTensor`` (at most
     ``MAX_BIG_TENSORS``); ``tensors``: ids of the tensors reached (also those left unmeasured),
-    while the walk runs (a re-check of the models they belong to: ``census.recheck``).
+    while the walk runs (a re-check of the models they belong to: ``census.recheck``);
+    ``errors``: {StorageKey: KeptByError} of the storages reached through the traceback of an
+    exception the root holds (a caught error kept in a variable), empty nearly always.
     """
 
-    __slots__ = ("big", "complete", "modules", "storages", "tensors")
+    __slots__ = ("big", "complete", "errors", "modules", "storages", "tensors")
 
     def __init__(self):
         self.modules = []
         self.storages = {}
         self.tensors = set()
+        self.errors = {}
         self.complete = True
         self.big = 0
 
@@ -95,11 +110,13 @@ class Walker:
 
     It stops at tensors and at ``torch.nn.Module`` instances (reported through callbacks),
     never enters Python modules, classes, code, descriptors, weak references, frames or
-    tracebacks other than the start object, or the objects in ``skip_ids`` (the user namespace,
-    module ``__dict__``s, IPython's machinery...). For functions it follows only closure cells
-    and defaults, for bound methods ``__self__`` and ``__func__``. Frames are read with
-    ``gc.get_referents`` (never ``f_locals``, which would snapshot the locals) and their
-    ``f_back`` is not followed.
+    tracebacks other than the start object and the frames of a reached exception's traceback
+    (a caught error kept in a variable keeps them, and their locals, alive; IPython's own
+    frames left out), or the objects in ``skip_ids`` (the user namespace, module ``__dict__``s,
+    IPython's machinery...). For functions it follows only closure cells and defaults, for
+    bound methods ``__self__`` and ``__func__``. Frames are read with ``gc.get_referents``
+    (never ``f_locals``, which would snapshot the locals) and their ``f_back`` is not
+    followed.
 
     Bounds: per root ``ROOT_VISITS`` objects expanded and ``ROOT_EXAMINED`` references looked
     at; per phase (user variables, output cache, last traceback: see ``start_phase``)
@@ -125,6 +142,8 @@ class Walker:
         self.parents = {}  # id(object) -> the object it was reached from (None: the start)
         self.measured = 0  # tensors measured by ``reach`` (bounded by MEASURED_TENSORS)
         self._kinds = {}  # id(class) -> (class, its _KIND_*): see ``kind``
+        # id(frame) -> frame: the traceback frames of the exceptions the current walk reached
+        self.error_frames = {}
 
     def start_phase(self):
         """Give the next group of roots a fresh phase budget."""
@@ -160,6 +179,10 @@ class Walker:
             key = measured.key
             if key in found.storages:
                 return
+            if self.error_frames:
+                kept = self.kept_by_error(tensor)
+                if kept is not None:
+                    found.errors[key] = kept
             nbytes = measured.nbytes
             via = self.ancestor(tensor, module_type)
             group = None
@@ -175,6 +198,18 @@ class Walker:
                 Group(group, self.path(group, via)) if group is not None else None,
                 BigTensor(self.path(tensor), tensor_meta(tensor)) if big else None,
             )
+            if via is None:
+                # a parameter outside any model (an optimizer's, after ``del model``) keeps
+                # its gradient: the same holder keeps both
+                grad = tensor_grad(tensor)
+                if grad is not None:
+                    measured = tensor_bytes(grad)
+                    if measured is not None and measured.key not in found.storages:
+                        found.storages[measured.key] = ReachedStorage(
+                            measured.nbytes, None, None, None
+                        )
+                        if key in found.errors:
+                            found.errors[measured.key] = found.errors[key]
 
         found.complete = self.walk(root, on_module, on_tensor)
         self._reached[id(root)] = _Walked(root, found)
@@ -205,6 +240,26 @@ class Walker:
         while current is not None and current is not below and hops < MAX_PATH_DEPTH:
             if peek.is_a(current, cls):
                 return current
+            current = parents.get(id(current))
+            hops += 1
+        return None
+
+    def kept_by_error(self, obj):
+        """The ``KeptByError`` through which the current walk reached ``obj``: the nearest
+        traceback frame above it that a reached exception keeps, or None."""
+        frames = self.error_frames
+        parents = self.parents
+        current = parents.get(id(obj))
+        hops = 0
+        while current is not None and hops < MAX_PATH_DEPTH:
+            if id(current) in frames and frames[id(current)] is current:
+                error = parents.get(id(current))
+                return KeptByError(
+                    error,
+                    self.path(error) if error is not None else "",
+                    frame_name(current.f_code),
+                    self.path(obj, current),
+                )
             current = parents.get(id(current))
             hops += 1
         return None
@@ -266,6 +321,7 @@ class Walker:
         kinds = self._kinds
         kind_of = self.kind
         seen = self.parents = {id(start): None}
+        error_frames = self.error_frames = {}
         stack = [start]
         push = stack.append
         visits = 0
@@ -311,7 +367,7 @@ class Walker:
                 continue
             if kind is _KIND_OPAQUE or id(obj) in skip_ids:
                 continue
-            if kind is _KIND_FRAME and obj is not start:
+            if kind is _KIND_FRAME and obj is not start and id(obj) not in error_frames:
                 continue
             if visits >= ROOT_VISITS or self._phase_visits >= PHASE_VISITS:
                 self.truncated = True
@@ -343,6 +399,22 @@ class Walker:
                 self.truncated = True
                 return False
         return True
+
+    def _traceback_frames(self, error):
+        """The frames of ``error``'s own traceback (list, outermost first, at most
+        ``MAX_FRAMES``; IPython's and ipykernel's own left out), noted in ``error_frames`` so
+        that the walk enters them. The traceback is read through BaseException's slot."""
+        frames = []
+        tb = peek.exc_link(error, "__traceback__")
+        depth = 0
+        while type(tb) is types.TracebackType and depth < MAX_TB_DEPTH and len(frames) < MAX_FRAMES:
+            frame = tb.tb_frame
+            if not machinery_frame(frame):
+                frames.append(frame)
+                self.error_frames[id(frame)] = frame
+            tb = tb.tb_next
+            depth += 1
+        return frames
 
     def _referents(self, obj, cls, limit, visits_left=ROOT_VISITS):
         """What ``obj`` refers to, by the rules of the class docstring (list, at most about
@@ -383,8 +455,10 @@ class Walker:
                 return [*obj.keys(), *obj.values()]
             return list(obj)
         if issubclass(cls, BaseException):
-            # an exception's own traceback is walked frame by frame by the caller
-            return [r for r in gc.get_referents(obj) if type(r) is not types.TracebackType]
+            # the traceback itself is not entered: the frames it keeps are walked one by one
+            refs = [r for r in gc.get_referents(obj) if type(r) is not types.TracebackType]
+            refs.extend(self._traceback_frames(obj))
+            return refs
         refs = gc.get_referents(obj)
         if len(refs) > limit:
             self.truncated = True

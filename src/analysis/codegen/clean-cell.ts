@@ -68,6 +68,14 @@ export interface ICleanPlan {
    * for `_` the last result) and every other name of the same objects.
    */
   copies: string[];
+  /**
+   * Caught exceptions kept in user variables (`keptErrors` whose path is the
+   * variable itself), with what the variable held (`valueId`): the
+   * unrestricted plan clears the locals of their traceback's frames
+   * (`traceback.clear_frames`), keeping the exception and the variable.
+   * Empty for a plan limited to one model.
+   */
+  keptErrors?: Array<{ name: string; valueId: string }>;
 }
 
 const OUT_ENTRY = /^Out\[(\d{1,9})\]$/;
@@ -237,7 +245,18 @@ export function planClean(
     deleteIds,
     clearTraceback: models.clearTraceback,
     outputs,
-    copies: [...copies].sort(copyOrder)
+    copies: [...copies].sort(copyOrder),
+    keptErrors:
+      modelId === null
+        ? (inventory?.keptErrors ?? [])
+            .filter(
+              e =>
+                e.path === e.name &&
+                isPythonIdentifier(e.name) &&
+                /^0x[0-9a-f]{1,16}$/.test(e.valueId ?? '')
+            )
+            .map(e => ({ name: e.name, valueId: e.valueId as string }))
+        : []
   };
 }
 
@@ -568,7 +587,10 @@ export function generateCleanCell(plan: ICleanPlan): string {
   const ids = plan.deleteIds ?? {};
   // identity-checked when the agent said what each name held (agent 0.8.0), else as before
   const checked = names.every(n => ids[n] !== undefined);
-  const tb = plan.clearTraceback;
+  const errors = (plan.keptErrors ?? []).filter(
+    e => isPythonIdentifier(e.name) && /^0x[0-9a-f]{1,16}$/.test(e.valueId)
+  );
+  const tb = plan.clearTraceback || errors.length > 0;
   const params: Array<[string, string[][]]> = [
     ['out_keys', pyKeys(plan.outKeys).map(k => [k])],
     ...(copies.length
@@ -580,6 +602,14 @@ export function generateCleanCell(plan: ICleanPlan): string {
             'names',
             names.map(n => (checked ? pyPair(n, ids[n]) : pyString(n)))
           ] as [string, string[][]]
+        ]
+      : []),
+    ...(errors.length
+      ? [
+          ['errors', errors.map(e => pyPair(e.name, e.valueId))] as [
+            string,
+            string[][]
+          ]
         ]
       : [])
   ];
@@ -618,10 +648,16 @@ export function generateCleanCell(plan: ICleanPlan): string {
       `    ${tb ? 'ip.InteractiveTB.tb = ' : ''}ip.last_execution_result = ${copies.length ? 'res = ' : ''}None`,
       "the previous cell's"
     ),
-    ...(tb
+    ...(plan.clearTraceback
       ? [
           '    traceback.clear_frames(getattr(sys, "last_traceback", None))  # its locals',
           '    sys.last_type = sys.last_value = sys.last_traceback = sys.last_exc = None'
+        ]
+      : []),
+    ...(errors.length
+      ? [
+          '    for e in [ns.get(n) for n, i in errors if id(ns.get(n)) == i]:  # kept',
+          '        traceback.clear_frames(e.__traceback__)  # their locals, not e'
         ]
       : []),
     "    gc.collect()  # reference cycles; then PyTorch's cache back to the driver",
@@ -634,7 +670,11 @@ export function generateCleanCell(plan: ICleanPlan): string {
     ? `Deletes what you chose (${someNames(names)}), then the output-cache entries of that model; kept: ${kept}.`
     : plan.modelId !== null
       ? `Drops only what keeps one stale model alive; still named, so kept: ${kept}.`
-      : `Drops stale references only; still named, so kept: ${kept}.`;
+      : `Drops stale references only; still named, so kept: ${kept}.${
+          errors.length
+            ? ` Clears the frames of the caught errors you keep (${someNames(errors.map(e => e.name))}).`
+            : ''
+        }`;
   const budget = Math.min(MAX_DESCRIPTION, MAX_CELL_LINES - 2 - code.length);
   return [
     CLEAN_MARKER,

@@ -33,7 +33,9 @@ const TAIL = [
  * tensors of the variable by `.cpu()` copies — the tensor itself, or the
  * items of a list (in place), dict (in place) or tuple (rebound), one level
  * deep; an item that is an Ultralytics `Results` gets its own `.cpu()` copy
- * (boxes, masks); models and anything else are left alone.
+ * (boxes, masks); a model is moved in place (`module.cpu()`: a deliberate
+ * copy the `model-copy` finding offers to move); anything else is left
+ * alone.
  *
  * @param bytes - what the variable alone keeps (for the comment).
  * @param valueId - the root's `valueId`: the cell leaves the name alone when
@@ -67,8 +69,10 @@ export function generateMoveToCpuCell(
     '        return',
     ...HELD_CHECK,
     '',
-    '    def cpu(v):  # a CUDA tensor, or an Ultralytics Results holding some',
+    '    def cpu(v):  # a CUDA tensor, a model, or an Ultralytics Results',
     '        if isinstance(v, torch.Tensor) and v.is_cuda:',
+    '            return v.cpu()',
+    '        if isinstance(v, torch.nn.Module):  # moved in place, as .cpu() does',
     '            return v.cpu()',
     '        if type(v).__module__ == "ultralytics.engine.results":',
     '            return v.cpu()',
@@ -94,40 +98,60 @@ export function generateMoveToCpuCell(
 /**
  * The "Delete…" cell for the variable `name` (after the user confirmed): it
  * removes the name from the namespace (already gone is fine), then collects
- * and empties PyTorch's cache.
+ * and empties PyTorch's cache. With `also`, those variables are deleted in
+ * the same cell (they keep the first one: an optimizer's LR scheduler);
+ * when any of the names holds another object by then, none is deleted.
  *
- * @param bytes - what deleting it returns (for the comment).
+ * @param bytes - what deleting it (them) returns (for the comment).
  * @param valueId - the root's `valueId`: the cell leaves the name alone when
  *   it holds another object by then.
- * @returns Python source, or null when `name` is not a Python identifier.
+ * @param also - the other variables, each with its root's `valueId`.
+ * @returns Python source, or null when a name is not a Python identifier.
  */
 export function generateDeleteVariableCell(
   name: string,
   bytes: PerDevice = {},
-  valueId?: string
+  valueId?: string,
+  also: ReadonlyArray<{ name: string; valueId?: string }> = []
 ): string | null {
-  if (!isPythonIdentifier(name)) {
+  const targets = [{ name, valueId }, ...also];
+  if (!targets.every(t => isPythonIdentifier(t.name))) {
     return null;
   }
+  const names = targets.map(t => t.name).join(', ');
+  const head = also.length
+    ? helperHead('_gpu_hygiene_delete_variable', [
+        `names=(${targets.map(t => `"${t.name}"`).join(', ')})`,
+        `held=(${targets.map(t => pyHeld(t.valueId)).join(', ')})`
+      ])
+    : helperHead('_gpu_hygiene_delete_variable', [
+        `name="${name}"`,
+        `held=${pyHeld(valueId)}`
+      ]);
+  const check = also.length
+    ? [
+        '    for name, held in zip(names, held):  # all of them, or none',
+        `  ${HELD_CHECK[0]}`,
+        `  ${HELD_CHECK[1]}`,
+        '    for name in names:',
+        '        ns.pop(name, None)'
+      ]
+    : [...HELD_CHECK, '    ns.pop(name, None)'];
   return [
     DELETE_MARKER,
     commentSafe(
-      `# Inserted by jupyterlab-gpu-hygiene: deletes ${name} (you confirmed),`,
+      `# Inserted by jupyterlab-gpu-hygiene: deletes ${names} (you confirmed),`,
       79
     ),
     commentSafe(
-      `# which alone keeps ${formatPlacement(bytes)}. Safe to re-run.`,
+      `# which ${also.length ? 'together keep' : 'alone keeps'} ${formatPlacement(bytes)}. Safe to re-run.`,
       79
     ),
-    ...helperHead('_gpu_hygiene_delete_variable', [
-      `name="${name}"`,
-      `held=${pyHeld(valueId)}`
-    ]),
+    ...head,
     '    import gc, sys',
     '    from IPython import get_ipython  # works even if the name was rebound',
     '    ns = get_ipython().user_ns',
-    ...HELD_CHECK,
-    '    ns.pop(name, None)',
+    ...check,
     ...TAIL,
     '',
     '_gpu_hygiene_delete_variable()',

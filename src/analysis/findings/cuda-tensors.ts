@@ -1,7 +1,8 @@
 /**
  * CUDA tensors in user variables: a variable whose root keeps CUDA bytes and
  * no model (a list of inference results on the GPU, a dict of activations).
- * Info. Variables that keep autograd graphs are `graph-holder` findings
+ * Info. Variables that keep autograd graphs, a caught exception or an
+ * optimizer are `graph-holder`, `kept-error` and `optimizer` findings
  * instead.
  *
  * Bytes: the root's `sole` (what deleting the variable returns); storage it
@@ -23,11 +24,18 @@ import {
   isCudaDevice,
   sumBytes
 } from '../format';
+import { keptErrorNames } from './kept-error';
+import { optimizerNames } from './optimizer';
 import type { FindingRule, IFinding } from './types';
 
 /** The cuda-tensors rule: one finding per variable root. */
 export const cudaTensorsRule: FindingRule = ({ inventory }) => {
-  const graphs = new Set((inventory?.graphs ?? []).map(g => g.name));
+  // variables another rule tells: graph holders, kept errors, optimizers
+  const graphs = new Set([
+    ...(inventory?.graphs ?? []).map(g => g.name),
+    ...keptErrorNames(inventory?.keptErrors),
+    ...optimizerNames(inventory?.optimizers)
+  ]);
   const found: IFinding[] = [];
   for (const root of inventory?.roots ?? []) {
     if (

@@ -18,7 +18,10 @@ import { cudaTensorsRule } from './cuda-tensors';
 import { fragmentedCacheRule } from './fragmented-cache';
 import { graphHolderRule } from './graph-holder';
 import { holderUnknownRule } from './holder-unknown';
+import { keptErrorRule } from './kept-error';
+import { modelCopyRule } from './model-copy';
 import { namedOlderModelRule } from './named-older-model';
+import { optimizerRule } from './optimizer';
 import { outputTensorsRule } from './output-tensors';
 import { ownerObjectRule } from './owner-object';
 import { staleModelRule } from './stale-model';
@@ -43,8 +46,11 @@ export const FINDING_RULES: ReadonlyArray<FindingRule> = [
   unreachableRule,
   holderUnknownRule,
   namedOlderModelRule,
+  modelCopyRule,
   graphHolderRule,
   tracebackTensorsRule,
+  keptErrorRule,
+  optimizerRule,
   outputTensorsRule,
   ownerObjectRule,
   cudaTensorsRule,
@@ -145,7 +151,9 @@ export function fixCommand(
     case 'delete-variable':
       return {
         id: CommandIDs.deleteVariable,
-        args: { kernelId, name: fix.name }
+        args: fix.with?.length
+          ? { kernelId, name: fix.name, with: [...fix.with] }
+          : { kernelId, name: fix.name }
       };
     case 'detach':
       return {
@@ -190,7 +198,7 @@ export function fixLabel(
     case 'delete':
       return trans.__('Delete %1…', fix.names.join(', '));
     case 'delete-variable':
-      return trans.__('Delete %1…', fix.name);
+      return trans.__('Delete %1…', [fix.name, ...(fix.with ?? [])].join(', '));
     case 'detach':
       return trans.__('Fix…');
     case 'tensors':

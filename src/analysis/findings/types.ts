@@ -35,7 +35,13 @@ import type { IPlanOptions } from '../codegen/clean-plan-options';
  * - `fragmented-cache`: PyTorch's cache that `empty_cache()` cannot return
  *   while neighbouring tensors live (inactive split blocks);
  * - `child-processes`: the kernel's child processes (DataLoader workers)
- *   and the names that keep them.
+ *   and the names that keep them;
+ * - `kept-error`: a caught exception kept in a user variable, whose
+ *   traceback's frames keep tensors;
+ * - `optimizer`: an optimizer a user variable names: its state, and, when
+ *   its model is gone, the parameters and gradients it keeps;
+ * - `model-copy`: a deliberate copy of a model a user variable names
+ *   (`copy.deepcopy`, a whole-model `torch.load`), on a CUDA device.
  */
 export type FindingKind =
   | 'stale-model'
@@ -49,7 +55,10 @@ export type FindingKind =
   | 'cuda-tensors'
   | 'cuda-context'
   | 'fragmented-cache'
-  | 'child-processes';
+  | 'child-processes'
+  | 'kept-error'
+  | 'optimizer'
+  | 'model-copy';
 
 /** `warning`: memory the user loses without knowing; `info`: worth knowing. */
 export type FindingSeverity = 'info' | 'warning';
@@ -70,7 +79,9 @@ export type PerDevice = Record<string, number>;
  * - `delete-variable`: ask, then `del name` of one user variable and
  *   collect (`CommandIDs.deleteVariable`): it frees what only that variable
  *   reaches (its root's `sole`), e.g. a trainer's optimizer state while the
- *   model stays; `name` is a Python identifier;
+ *   model stays; `name` is a Python identifier; `with`: other variables
+ *   deleted in the same cell, which keep the first one (an optimizer's
+ *   LR scheduler);
  * - `tensors`: ask, then move the CUDA tensors of a user variable to the CPU
  *   or delete the variable (`CommandIDs.moveTensorsToCpu`, whose dialog
  *   also offers Delete); `name` is a Python identifier;
@@ -88,7 +99,7 @@ export type PerDevice = Record<string, number>;
 export type FindingFix =
   | { kind: 'clean'; plan: Pick<IPlanOptions, 'modelId'> }
   | { kind: 'delete'; modelId: string; names: string[] }
-  | { kind: 'delete-variable'; name: string }
+  | { kind: 'delete-variable'; name: string; with?: string[] }
   | { kind: 'detach'; name: string }
   | { kind: 'tensors'; name: string }
   | { kind: 'drop-trainer'; modelId: string; name: string }

@@ -55,13 +55,15 @@ const HOLDING_KINDS: ReadonlyArray<IFinding['kind']> = [
   'output-tensors',
   'graph-holder',
   'cuda-tensors',
-  'traceback-tensors'
+  'traceback-tensors',
+  'kept-error',
+  'optimizer'
 ];
 
 /**
  * What the inventory already knows holds a climb: the largest finding of a
  * kind that keeps tensors (the output cache, a graph holder, a variable's
- * CUDA tensors, the last traceback) on the climbing device, or null (then
+ * CUDA tensors, the last traceback, a kept error, an optimizer) on the climbing device, or null (then
  * the toast keeps its general hint).
  *
  * - Across cells: one holding at least one cell's growth (`trend.rate`

@@ -32,7 +32,9 @@ export function stackingKey(model: IModelInfo): string {
  * count ({@link userModels}): modules nothing reaches (the layers of a
  * collected model waiting in a reference cycle) and modules reached through
  * another model (its trainer's copies, a list touching its EMA) never make a
- * stack.
+ * stack, nor does a deliberate copy a variable names (`copied`: an EMA or a
+ * best checkpoint made with `copy.deepcopy`); a copy nothing names any more
+ * still stacks (its older instance is a stale model).
  *
  * @returns one group per key with at least two live instances, ordered by the
  *   newest instance's creation order.
@@ -40,6 +42,9 @@ export function stackingKey(model: IModelInfo): string {
 export function findStackedModels(inventory: IInventory): IStackedGroup[] {
   const groups = new Map<string, IModelInfo[]>();
   for (const model of userModels(inventory)) {
+    if (model.copied && !model.stale) {
+      continue;
+    }
     const key = stackingKey(model);
     const list = groups.get(key) ?? [];
     list.push(model);

@@ -39,3 +39,41 @@ export function cycleLayers(onCuda = true): IModelInfo[] {
     })
   );
 }
+
+/** One step of a fixture the agent tests write (`test/fixtures/inventory_*.json`). */
+export type Step = Partial<IInventory> & { step: string };
+
+/** The inventory of `step` in such a fixture, over C01's (for the fields it leaves out). */
+export function at(steps: unknown, step: string): IInventory {
+  const found = (steps as Step[]).find(s => s.step === step);
+  if (!found) {
+    throw new Error(`no step ${step} in the fixture`);
+  }
+  const inventory: Partial<IInventory> & { step?: string } = { ...found };
+  delete inventory.step;
+  return { ...c01Inventory(), ...inventory } as IInventory;
+}
+
+/**
+ * The inventory as if it had run on cuda:0, 1024× larger (KiB become MiB):
+ * every per-device record's `cpu` becomes `cuda:0`.
+ */
+export function onCuda(inventory: IInventory): IInventory {
+  const move = (value: unknown): unknown => {
+    if (Array.isArray(value)) {
+      return value.map(move);
+    }
+    if (value && typeof value === 'object') {
+      const entries = Object.entries(value);
+      if (
+        entries.length &&
+        entries.every(([k, v]) => k === 'cpu' && typeof v === 'number')
+      ) {
+        return { 'cuda:0': (value as { cpu: number }).cpu * 1024 };
+      }
+      return Object.fromEntries(entries.map(([k, v]) => [k, move(v)]));
+    }
+    return value;
+  };
+  return move(inventory) as IInventory;
+}

@@ -26,7 +26,7 @@ describe('findings', () => {
       warningBytes: 1280 * MiB,
       infos: 2
     });
-    expect(FINDING_RULES).toHaveLength(12);
+    expect(FINDING_RULES).toHaveLength(15);
   });
 
   it('no facts, no findings', () => {

@@ -20,44 +20,7 @@ import type { IInventory } from '../../../src/protocol';
 import { CommandIDs } from '../../../src/tokens';
 import hfSteps from '../../fixtures/inventory_hf_trainer.json';
 import plSteps from '../../fixtures/inventory_lightning_trainer.json';
-import { c01Inventory } from '../fixtures';
-import { facts, trans } from './helpers';
-
-type Step = Partial<IInventory> & { step: string };
-
-function at(steps: unknown, step: string): IInventory {
-  const found = (steps as Step[]).find(s => s.step === step);
-  if (!found) {
-    throw new Error(`no step ${step} in the fixture`);
-  }
-  const inventory: Partial<IInventory> & { step?: string } = { ...found };
-  delete inventory.step;
-  return { ...c01Inventory(), ...inventory } as IInventory;
-}
-
-/**
- * The inventory as if it had run on cuda:0, 1024× larger (KiB become MiB):
- * every per-device record's `cpu` becomes `cuda:0`.
- */
-function onCuda(inventory: IInventory): IInventory {
-  const move = (value: unknown): unknown => {
-    if (Array.isArray(value)) {
-      return value.map(move);
-    }
-    if (value && typeof value === 'object') {
-      const entries = Object.entries(value);
-      if (
-        entries.length &&
-        entries.every(([k, v]) => k === 'cpu' && typeof v === 'number')
-      ) {
-        return { 'cuda:0': (value as { cpu: number }).cpu * 1024 };
-      }
-      return Object.fromEntries(entries.map(([k, v]) => [k, move(v)]));
-    }
-    return value;
-  };
-  return move(inventory) as IInventory;
-}
+import { at, facts, onCuda, type Step, trans } from './helpers';
 
 const stepsOf = (steps: unknown) => (steps as Step[]).map(s => s.step);
 

@@ -1,0 +1,209 @@
+/**
+ * Issue 23, items 1, 2 and 5: the holders of a plain PyTorch notebook that
+ * no model shows, from the inventories a real kernel sent
+ * (`test/fixtures/inventory_stranded_optimizer.json`,
+ * `inventory_kept_errors.json`, `inventory_aliases.json`, kept current by
+ * `test/agent/test_llm_holders.py`, which also runs the cells these fixes
+ * insert and checks what they free). The CPU inventories are read as if on
+ * cuda:0 (`onCuda`: KiB become MiB), where the findings are warnings.
+ */
+import { findings, fixCommand, fixLabel } from '../../../src/analysis/findings';
+import {
+  generateCleanCell,
+  planClean
+} from '../../../src/analysis/codegen/clean-cell';
+import { generateDeleteVariableCell } from '../../../src/analysis/codegen/tensor-cells';
+import { findStackedModels } from '../../../src/analysis/memory/stacking';
+import type { IInventory } from '../../../src/protocol';
+import { CommandIDs } from '../../../src/tokens';
+import aliasSteps from '../../fixtures/inventory_aliases.json';
+import errorSteps from '../../fixtures/inventory_kept_errors.json';
+import optimizerSteps from '../../fixtures/inventory_stranded_optimizer.json';
+import { at, facts, MiB, onCuda, trans } from './helpers';
+
+const all = (inventory: IInventory) => findings(facts(inventory));
+
+describe('an optimizer whose model was deleted (real inventories)', () => {
+  it('while the model lives: no finding about the optimizer', () => {
+    const inventory = onCuda(at(optimizerSteps, 'optimizer of a live model'));
+    // one info: its state, freed with opt and sched; no Move to CPU…
+    const list = all(inventory);
+    expect(list.map(f => [f.kind, f.severity, f.subject])).toEqual([
+      ['optimizer', 'info', 'opt']
+    ]);
+    expect(list[0].explain(trans)).toBe(
+      'opt (AdamW) keeps the optimizer state of a live model: 4.0 GiB, freed by deleting opt once training is done (the model stays). sched keeps opt too: delete them together.'
+    );
+    expect(fixLabel(list[0].fix, trans)).toBe('Delete opt, sched…');
+  });
+
+  it('after del model: one warning naming the optimizer, its bytes and parts, Delete opt, sched…', () => {
+    const inventory = onCuda(
+      at(optimizerSteps, 'model deleted, optimizer kept')
+    );
+    const list = all(inventory);
+    // the optimizer and its scheduler are told once, by their own rule
+    expect(list.map(f => f.kind)).toEqual(['optimizer']);
+    const [finding] = list;
+    const params = 2 * (512 * 512 + 512) * 4 * 1024;
+    expect(finding).toMatchObject({
+      id: 'optimizer:opt',
+      severity: 'warning',
+      subject: 'opt',
+      bytes: { 'cuda:0': 4 * params + 16 * 1024 },
+      fix: { kind: 'delete-variable', name: 'opt', with: ['sched'] }
+    });
+    expect(finding.explain(trans)).toBe(
+      'opt (AdamW) keeps the weights of a deleted model: 8.0 GiB (parameters 2.0 GiB, gradients 2.0 GiB, optimizer state 4.0 GiB). sched keeps opt too: delete them together.'
+    );
+    expect(finding.evidence).toEqual([
+      'opt.param_groups',
+      'opt.state',
+      'sched'
+    ]);
+    expect(fixLabel(finding.fix, trans)).toBe('Delete opt, sched…');
+    expect(fixCommand(finding.fix, 'k1')).toEqual({
+      id: CommandIDs.deleteVariable,
+      args: { kernelId: 'k1', name: 'opt', with: ['sched'] }
+    });
+  });
+
+  it('the delete cell deletes both names or neither', () => {
+    const cell = generateDeleteVariableCell(
+      'opt',
+      { 'cuda:0': 8 * MiB },
+      '0x7f01',
+      [{ name: 'sched', valueId: '0x7f02' }]
+    )!;
+    expect(cell).toContain('deletes opt, sched (you confirmed)');
+    expect(cell).toContain('which together keep 8.0 MiB on cuda:0');
+    expect(cell).toContain('names=("opt", "sched"), held=(0x7f01, 0x7f02)');
+    expect(cell).toContain('for name, held in zip(names, held):');
+    expect(
+      generateDeleteVariableCell('opt', {}, undefined, [{ name: 'a b' }])
+    ).toBeNull();
+  });
+});
+
+describe('a caught error kept in a variable (real inventories)', () => {
+  it('err: one warning naming the variable, the frame and the local; Delete err…', () => {
+    const inventory = onCuda(at(errorSteps, 'a caught error kept in err'));
+    const list = all(inventory);
+    expect(list.map(f => f.kind)).toEqual(['kept-error']);
+    const [finding] = list;
+    expect(finding).toMatchObject({
+      id: 'kept-error:err',
+      severity: 'warning',
+      subject: 'err',
+      bytes: { 'cuda:0': 9 * 1024 * MiB },
+      evidence: ['err → step → acts'],
+      fix: { kind: 'delete-variable', name: 'err' }
+    });
+    expect(finding.explain(trans)).toBe(
+      'err keeps a caught RuntimeError whose traceback keeps the frames of the failed call and their tensors: 9.0 GiB (9.0 GiB through err → step → acts). Delete err, or let Clean GPU clear those frames.'
+    );
+    expect(fixLabel(finding.fix, trans)).toBe('Delete err…');
+  });
+
+  it('Clean GPU clears the frames of the error err names (identity-checked), keeping err', () => {
+    // the fixture leaves the addresses out: the one the agent sent
+    const recorded = at(errorSteps, 'a caught error kept in err');
+    const inventory = {
+      ...recorded,
+      keptErrors: recorded.keptErrors!.map(e => ({ ...e, valueId: '0x7f01' }))
+    };
+    const plan = planClean(inventory);
+    expect(plan.keptErrors).toEqual([{ name: 'err', valueId: '0x7f01' }]);
+    // without the address (an agent that did not say what err held): not cleared
+    expect(planClean(recorded).keptErrors).toEqual([]);
+    const cell = generateCleanCell(plan);
+    expect(cell.replace(/\n# /g, ' ')).toContain(
+      'Clears the frames of the caught errors you keep (err).'
+    );
+    expect(cell).toContain('traceback.clear_frames(e.__traceback__)');
+    // a plan for one model touches no error
+    expect(planClean(inventory, { modelId: 'x' }).keptErrors).toEqual([]);
+  });
+
+  it('a retry loop that keeps its errors: one finding per error, Delete errors…', () => {
+    const inventory = onCuda(at(errorSteps, 'a retry loop keeps its errors'));
+    const list = all(inventory).filter(f => f.kind === 'kept-error');
+    expect(list.map(f => [f.subject, f.evidence])).toEqual([
+      ['errors[0]', ['errors[0] → step → acts']],
+      ['errors[1]', ['errors[1] → step → acts']]
+    ]);
+    expect(list.map(f => fixLabel(f.fix, trans))).toEqual([
+      'Delete errors…',
+      'Delete errors…'
+    ]);
+    expect(all(inventory).map(f => f.kind)).not.toContain('cuda-tensors');
+    // errors in a list are not the plan's: Delete errors… frees them
+    expect(planClean(inventory).keptErrors).toEqual([]);
+  });
+});
+
+describe('aliases, a compiled wrapper and tied weights (real inventory)', () => {
+  it('one model, no warning, no stack, nothing for Clean GPU to drop', () => {
+    const inventory = onCuda(
+      at(aliasSteps, 'aliases, a compiled wrapper, tied weights')
+    );
+    expect(all(inventory).filter(f => f.severity === 'warning')).toEqual([]);
+    expect(findStackedModels(inventory)).toEqual([]);
+    const plan = planClean(inventory);
+    expect(plan.staleModels).toEqual([]);
+    expect(plan.outKeys).toEqual([]);
+    expect(plan.keptErrors).toEqual([]);
+  });
+});
+
+describe('deliberate copies: an EMA and a best checkpoint (real inventory)', () => {
+  it('each an info naming what it is a copy of, with Move to CPU…; no stack, no warning', () => {
+    const inventory = onCuda(at(aliasSteps, 'two deliberate copies'));
+    const list = all(inventory);
+    expect(list.filter(f => f.severity === 'warning')).toEqual([]);
+    expect(findStackedModels(inventory)).toEqual([]);
+    const copies = list.filter(f => f.kind === 'model-copy');
+    expect(copies.map(f => [f.subject, f.severity, f.fix])).toEqual([
+      ['ema', 'info', { kind: 'tensors', name: 'ema' }],
+      ['best', 'info', { kind: 'tensors', name: 'best' }]
+    ]);
+    expect(copies[0].explain(trans)).toBe(
+      'ema holds a copy of model (LM), made without its constructor (copy.deepcopy or a whole-model torch.load): 8.0 GiB on cuda:0, kept as you made it. Move it to the CPU when it need not stay on the GPU.'
+    );
+    expect(fixLabel(copies[0].fix, trans)).toBe('Move to CPU…');
+    // nothing else about them: not an older instance, not loose tensors
+    expect(list.map(f => f.kind).sort()).toEqual(['model-copy', 'model-copy']);
+  });
+
+  it('Clean GPU keeps all three', () => {
+    const plan = planClean(onCuda(at(aliasSteps, 'two deliberate copies')));
+    expect(plan.staleModels).toEqual([]);
+    expect(plan.keptNames).toEqual(
+      expect.arrayContaining(['best', 'ema', 'model'])
+    );
+  });
+
+  it('a copy nothing names any more is a stale model, dropped by Clean GPU', () => {
+    const inventory = onCuda(at(aliasSteps, 'two deliberate copies'));
+    const copy = inventory.models.find(m => m.copied)!;
+    const dropped = {
+      ...inventory,
+      models: inventory.models.map(m =>
+        m === copy
+          ? {
+              ...m,
+              stale: true,
+              holders: [
+                { kind: 'output' as const, name: 'Out[5]', path: 'Out[5]' }
+              ]
+            }
+          : m
+      )
+    };
+    expect(all(dropped).map(f => f.kind)).toEqual([
+      'stale-model',
+      'model-copy'
+    ]);
+    expect(planClean(dropped).staleModels.map(m => m.id)).toEqual([copy.id]);
+  });
+});
