@@ -109,11 +109,13 @@ CHECKS = {
     ),
     "C03": ("C03", [CASES + "test_c03_underscore_names_keep_the_model_after_model_none[{d}]"]),
     "llm-holders": (
-        "23 holders no model shows: optimizer, kept errors, deliberate copies",
+        "23 holders of plain PyTorch and transformers notebooks",
         [
             LLM + "test_an_optimizer_keeps_the_weights_of_a_deleted_model[{d}]",
             LLM + "test_a_caught_error_kept_in_a_variable_keeps_its_frames[{d}]",
             LLM + "test_aliases_compiled_and_tied_models_raise_nothing[{d}]",
+            LLM + "test_a_pipeline_keeps_the_model_it_was_built_on[{d}]",
+            LLM + "test_a_forward_hook_appends_outputs_with_their_graphs[{d}]",
         ],
     ),
 }

@@ -197,6 +197,24 @@ const graphHolder = z.object({
   nodes: count,
   truncated: z.boolean(),
   /**
+   * The forward hooks that feed it (agent 0.10.0): the hooked module's path
+   * from the variable naming its model (`m[0]`), that variable, the
+   * `_modules` keys from its model down to the module, and the hook's key in
+   * `_forward_hooks`.
+   */
+  hooks: z.optional(
+    z
+      .array(
+        z.object({
+          module: shortText,
+          variable: shortText,
+          modules: z.array(shortText).check(z.maxLength(1000)),
+          key: z.int()
+        })
+      )
+      .check(z.maxLength(100))
+  ),
+  /**
    * The variable `name` (agent 0.9.0): `hex(id())` of what the variable held when the
    * inventory was built; Fix… (detach) acts on the name only while it still holds
    * that object.

@@ -6,7 +6,8 @@ import { Notification } from '@jupyterlab/apputils';
 import { formatBytes, sumBytes } from '../analysis/format';
 import {
   canFixGraph,
-  generateDetachCell
+  generateDetachCell,
+  removableHooks
 } from '../analysis/memory/graph-holders';
 import type { GpuKernelModel } from '../model';
 import type { IGraphHolder, IInventory } from '../protocol';
@@ -47,13 +48,21 @@ function confirmDetach(
   graph: IGraphHolder
 ): Promise<boolean> {
   const { trans } = ctx;
+  const hooks = removableHooks(graph);
   return ctx.confirm(
     trans.__('Detach the tensors in %1?', graph.name),
     trans.__(
       'A cell is inserted below the active cell that replaces each tensor with a grad_fn directly in %1 by tensor.detach(): the values stay, the autograd graphs (%2) are freed. You can no longer call backward() through them. Next time store loss.item() or loss.detach(), or run evaluation under torch.no_grad().',
       graph.name,
       formatBytes(sumBytes(graph.bytes))
-    ),
+    ) +
+      (hooks.length
+        ? ` ${trans.__(
+            'The cell also removes the forward hook on %1 that appends to %2: it would append new graphs at the next forward pass. Register it again with output.detach() if you still need it.',
+            hooks.map(h => h.module).join(', '),
+            graph.name
+          )}`
+        : ''),
     trans.__('Detach')
   );
 }

@@ -18,7 +18,7 @@
  */
 import { sumBytes } from '../analysis/format';
 import { modelAndParts } from '../analysis/findings/user-models';
-import { deletableNames } from '../analysis/memory/holders';
+import { deletableNames, wrapperNames } from '../analysis/memory/holders';
 import {
   findStackedModels,
   IStackedGroup,
@@ -63,7 +63,10 @@ export function stackedRule({ trans, actions }: IRuleContext): IToastRule {
     // The newest group is told, the others counted ("+n more").
     const group = groups[groups.length - 1];
     const older = toldInstance(group);
-    const names = older.stale ? [] : deletableNames(older);
+    // the names that bind it, else the wrappers that keep it (`pipe` of `pipe.model`)
+    const bound = older.stale ? [] : deletableNames(older);
+    const names =
+      older.stale || bound.length ? bound : wrapperNames(older, inventory);
     return [
       {
         key: '',

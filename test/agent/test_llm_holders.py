@@ -291,3 +291,95 @@ def test_aliases_compiled_and_tied_models_raise_nothing(device, session, browser
         after,
         LM_BYTES if s.cuda else 0,
     )
+
+
+PIPELINE = """\
+import os, tempfile
+from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast, pipeline
+vocab = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+with open(vocab, "w") as f:
+    f.write("\\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world"]))
+tok = BertTokenizerFast(vocab_file=vocab)
+cfg = BertConfig(vocab_size=7, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                 intermediate_size=1024)
+model = BertForSequenceClassification(cfg).to(DEV)
+pipe = pipeline("text-classification", model=model, tokenizer=tok, device=DEV)
+label = pipe("hello world")[0]["label"]
+"""
+
+
+@on_both
+def test_a_pipeline_keeps_the_model_it_was_built_on(device, session, clean_cells, check):
+    """Item 3: a transformers ``pipeline`` built on ``model``, then ``model`` rebound to a new
+    model: the old one is held by ``pipe.model`` alone; the fix deletes ``pipe`` (deleting
+    ``model`` would free nothing). Tokenizer and model are made in the cell, offline."""
+    pytest.importorskip("transformers")
+    s = session(name="pipeline", env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    record = Steps(s, "pipeline")
+    s.run(code=SETUP.format(dev=s.dev))
+    s.run(code=PIPELINE, timeout=240)
+    _, inventory = s.run(code="model = BertForSequenceClassification(cfg).to(DEV)")
+    record("the model rebound, the pipeline kept", inventory)
+    old, new = sorted(inventory["models"], key=lambda m: m["order"])
+    assert old["className"] == new["className"] == "BertForSequenceClassification"
+    assert [(h["name"], h["path"]) for h in old["holders"]] == [("pipe", "pipe.model")]
+    assert [(h["name"], h["path"]) for h in new["holders"]] == [("model", "model")]
+    assert not old["stale"] and "copied" not in old
+
+    cell = clean_cells.generate(inventory, modelId=old["id"], deleteNames=["pipe"])
+    before = truth(s)
+    s.run(code=cell)
+    after = truth(s)
+    freed_row(
+        check,
+        s,
+        "23.3 Delete pipe… frees the model the pipeline was built on",
+        before,
+        after,
+        old["bytes"].get(s.dev, 0) if s.cuda else total(old["bytes"]),
+    )
+    assert "pipe" not in variables(s) and "model" in variables(s)
+    record.check()
+
+
+@on_both
+def test_a_forward_hook_appends_outputs_with_their_graphs(device, session, browser_cells, check):
+    """Item 4: a forward hook that appends outputs to a list while the model runs without
+    ``no_grad``: the list is a graph holder whose bytes count the saved inputs its graphs keep,
+    and the row names the hook's module (``m[0]``) and key. The Fix… cell detaches the tensors
+    and removes that hook; what it frees is the saved inputs (the outputs stay, detached)."""
+    s = session(name="hook")
+    record = Steps(s, "hook")
+    s.run(code=SETUP.format(dev=s.dev))
+    _, inventory = s.run(
+        code="m = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(),\n"
+        "                          torch.nn.Linear(1024, 1024)).to(DEV)\n"
+        "feats = []\n"
+        "h = m[0].register_forward_hook(lambda mod, args, out: feats.append(out))\n"
+        "for _ in range(4):\n"
+        "    m(torch.randn(256, 1024, device=DEV))"
+    )
+    record("a forward hook appends outputs", inventory)
+    (row,) = inventory["graphs"]
+    key = s.evaluate(k="next(iter(m[0]._forward_hooks))")["k"]
+    assert row["hooks"] == [{"module": "m[0]", "variable": "m", "modules": ["0"], "key": key}]
+    assert (row["name"], row["count"], row["gradFn"]) == ("feats", 4, "AddmmBackward0")
+    own = 4 * MiB  # four outputs of 256 x 1024 float32
+    assert row["bytes"][s.dev] == own + 4 * MiB  # and the four inputs they saved
+
+    cell = browser_cells("../memory/graph-holders", "generateDetachCell", row)
+    before = truth(s)
+    _, inventory = s.run(code=cell)
+    after = truth(s)
+    freed_row(
+        check,
+        s,
+        "23.4 Fix… of a hook-fed list frees the inputs its graphs saved",
+        before,
+        after,
+        row["bytes"][s.dev] - own,
+    )
+    assert s.evaluate(n="len(m[0]._forward_hooks)")["n"] == 0
+    assert inventory["graphs"] == []
+    s.run(code="m(torch.randn(256, 1024, device=DEV))\nassert len(feats) == 4")
+    record.check()

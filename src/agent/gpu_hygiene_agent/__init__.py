@@ -62,6 +62,7 @@ MODULES = (
     "children",
     "fingerprint",
     "graphs",
+    "hooks",
     "owners",
     "errors",
     "optimizers",

@@ -15,6 +15,7 @@ from . import (
     children,
     degrade,
     fingerprint,
+    hooks,
     lasterror,
     models,
     peek,
@@ -217,6 +218,10 @@ class Inventory:
             "limits": degrade.current(),
             "unread": skips.fact(),
         }
+        if torch is not None and message["graphs"]:
+            hooks.feeding_hooks(
+                message["graphs"], walked.variables, self.shell.user_ns, torch.nn.Module
+            )
         value_ids(variable_rows(message), walked.variables)
         mark_copies(message["models"], self.tracker.copied)
         return message

@@ -112,13 +112,36 @@ export function graphsToWarn(inventory: IInventory | null): IGraphRow[] {
   );
 }
 
+/** A `_modules` key or hook variable that may be written in code as a string literal. */
+const SAFE_KEY = /^[A-Za-z0-9_]{1,100}$/;
+
+/**
+ * The forward hooks that feed a graph holder (`graph.hooks`, agent 0.10.0)
+ * that the Fix… cell can name in code: variable an identifier, module keys
+ * plain names or numbers.
+ */
+export function removableHooks(
+  graph: IGraphHolder
+): NonNullable<IGraphHolder['hooks']> {
+  return (graph.hooks ?? []).filter(
+    h =>
+      isPythonIdentifier(h.variable) &&
+      h.modules.every(k => SAFE_KEY.test(k)) &&
+      Number.isSafeInteger(h.key)
+  );
+}
+
 /**
  * The cell the "Fix…" action inserts for one graph holder: it replaces every
  * tensor with a `grad_fn` directly in the variable by `tensor.detach()` (same
  * values, no graph) — in place for a list, dict or set, so other references
  * to the same container see it too; by rebinding for a tuple or a tensor.
- * Nested containers are left alone. The cell is self-contained, safe to
- * re-run, and ends without a bare expression.
+ * Nested containers are left alone. When forward hooks feed it
+ * ({@link removableHooks}: `h = m[0].register_forward_hook(lambda mod, i,
+ * o: feats.append(o))`), those hooks are removed too (by their key in the
+ * module's `_forward_hooks`), or the next forward pass would append new
+ * graphs. The cell is self-contained, safe to re-run, and ends without a
+ * bare expression.
  *
  * @returns Python source, or null when the holder cannot be fixed safely
  *   ({@link canFixGraph}): no name that is not an identifier reaches code.
@@ -130,10 +153,27 @@ export function generateDetachCell(graph: IGraphHolder): string | null {
   const name = graph.name;
   const kept = formatBytes(sumBytes(graph.bytes));
   const graphs = `${graph.count} autograd graph${graph.count === 1 ? '' : 's'}`;
+  const hooks = removableHooks(graph);
+  const hookLines = hooks.length
+    ? [
+        '',
+        `    hooks = (${hooks
+          .map(
+            h =>
+              `("${h.variable}", (${h.modules.map(k => `"${k}",`).join(' ')}), ${h.key})`
+          )
+          .join(', ')},)`,
+        '    for var, keys, key in hooks:  # the forward hooks that append to it',
+        '        mod = ns.get(var)',
+        '        for k in keys:',
+        '            mod = getattr(mod, "_modules", {}).get(k)',
+        '        getattr(mod, "_forward_hooks", {}).pop(key, None)'
+      ]
+    : [];
   return [
     DETACH_MARKER,
     ...commentLines(
-      `Inserted by jupyterlab-gpu-hygiene: ${name} keeps ${graphs} alive (about ${kept}${graph.truncated ? ' or more' : ''}). It keeps the values and drops the graphs: each tensor with a grad_fn directly in it becomes tensor.detach() (same data, no graph). Next time store loss.item() or loss.detach(), or evaluate under torch.no_grad(). Safe to re-run.`
+      `Inserted by jupyterlab-gpu-hygiene: ${name} keeps ${graphs} alive (about ${kept}${graph.truncated ? ' or more' : ''}). It keeps the values and drops the graphs: each tensor with a grad_fn directly in it becomes tensor.detach() (same data, no graph).${hooks.length ? ` It removes the forward hook${hooks.length === 1 ? '' : 's'} on ${hooks.map(h => h.module).join(', ')} that append${hooks.length === 1 ? 's' : ''} to it.` : ''} Next time store loss.item() or loss.detach(), or evaluate under torch.no_grad(). Safe to re-run.`
     ),
     ...helperHead('_gpu_hygiene_detach_graphs', [
       `name="${name}"`,
@@ -166,6 +206,7 @@ export function generateDetachCell(graph: IGraphHolder): string | null {
     '        obj.update(values)',
     '    elif type(obj) is tuple:',
     '        ns[name] = tuple(drop(v) for v in obj)',
+    ...hookLines,
     '',
     '_gpu_hygiene_detach_graphs()',
     ''

@@ -93,6 +93,43 @@ export function deletableNames(model: IModelInfo): string[] {
   return names;
 }
 
+/**
+ * The user variables that keep a model only through their own attributes
+ * (a transformers `pipeline`'s `pipe.model`, any wrapper built on it; not a
+ * container's item, `runs[0]`: deleting the list deletes more), when
+ * no variable binds the model itself ({@link deletableNames} is empty) and
+ * no such variable reaches another of the user's models: deleting them
+ * frees the model; deleting the variable the model was once bound to would
+ * free nothing. Python identifiers only, once each.
+ */
+export function wrapperNames(
+  model: IModelInfo,
+  inventory: IInventory | null
+): string[] {
+  if (deletableNames(model).length) {
+    return [];
+  }
+  const others = new Set(
+    userModels(inventory)
+      .filter(m => m.id !== model.id)
+      .flatMap(m => m.holders.filter(h => h.kind === 'variable'))
+      .map(h => h.name)
+  );
+  const names: string[] = [];
+  for (const holder of model.holders) {
+    if (
+      namesModel(holder) &&
+      holder.path.startsWith(`${holder.name}.`) &&
+      isPythonIdentifier(holder.name) &&
+      !others.has(holder.name) &&
+      !names.includes(holder.name)
+    ) {
+      names.push(holder.name);
+    }
+  }
+  return names;
+}
+
 /** Display name of a model's kind, as the toasts use it. */
 export function modelKind(model: IModelInfo): string {
   return model.family === 'ultralytics' ? 'YOLO' : model.className;

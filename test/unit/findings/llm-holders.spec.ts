@@ -1,8 +1,9 @@
 /**
- * Issue 23, items 1, 2 and 5: the holders of a plain PyTorch notebook that
+ * Issue 23, items 1 to 5: the holders of a plain PyTorch notebook that
  * no model shows, from the inventories a real kernel sent
  * (`test/fixtures/inventory_stranded_optimizer.json`,
- * `inventory_kept_errors.json`, `inventory_aliases.json`, kept current by
+ * `inventory_kept_errors.json`, `inventory_aliases.json`,
+ * `inventory_pipeline.json`, `inventory_hook.json`, kept current by
  * `test/agent/test_llm_holders.py`, which also runs the cells these fixes
  * insert and checks what they free). The CPU inventories are read as if on
  * cuda:0 (`onCuda`: KiB become MiB), where the findings are warnings.
@@ -13,12 +14,18 @@ import {
   planClean
 } from '../../../src/analysis/codegen/clean-cell';
 import { generateDeleteVariableCell } from '../../../src/analysis/codegen/tensor-cells';
+import {
+  generateDetachCell,
+  removableHooks
+} from '../../../src/analysis/memory/graph-holders';
 import { findStackedModels } from '../../../src/analysis/memory/stacking';
 import type { IInventory } from '../../../src/protocol';
 import { CommandIDs } from '../../../src/tokens';
 import aliasSteps from '../../fixtures/inventory_aliases.json';
 import errorSteps from '../../fixtures/inventory_kept_errors.json';
 import optimizerSteps from '../../fixtures/inventory_stranded_optimizer.json';
+import pipelineSteps from '../../fixtures/inventory_pipeline.json';
+import hookSteps from '../../fixtures/inventory_hook.json';
 import { at, facts, MiB, onCuda, trans } from './helpers';
 
 const all = (inventory: IInventory) => findings(facts(inventory));
@@ -205,5 +212,62 @@ describe('deliberate copies: an EMA and a best checkpoint (real inventory)', () 
       'model-copy'
     ]);
     expect(planClean(dropped).staleModels.map(m => m.id)).toEqual([copy.id]);
+  });
+});
+
+describe('a pipeline built on a model that was rebound since (real inventory)', () => {
+  it('names the wrapper path; the fix deletes pipe, never model', () => {
+    const inventory = onCuda(
+      at(pipelineSteps, 'the model rebound, the pipeline kept')
+    );
+    const list = all(inventory);
+    expect(list.map(f => f.kind)).toEqual(['named-older-model']);
+    const [finding] = list;
+    const [old] = [...inventory.models].sort((a, b) => a.order - b.order);
+    expect(finding.fix).toEqual({
+      kind: 'delete',
+      modelId: old.id,
+      names: ['pipe']
+    });
+    expect(fixLabel(finding.fix, trans)).toBe('Delete pipe…');
+    expect(finding.explain(trans)).toMatch(
+      /^pipe\.model still holds BertForSequenceClassification, .+, while a newer BertForSequenceClassification is loaded: pipe still runs the old one\. Delete pipe, or build it again on the new model, to free it\.$/
+    );
+    expect(finding.evidence).toEqual(['pipe.model']);
+  });
+});
+
+describe('a forward hook that appends outputs with their graphs (real inventory)', () => {
+  it('the graph holder names the module of the hook; Fix… detaches and removes the hook', () => {
+    const inventory = onCuda(at(hookSteps, 'a forward hook appends outputs'));
+    const [finding] = all(inventory).filter(f => f.kind === 'graph-holder');
+    expect(finding.explain(trans)).toBe(
+      'feats keeps 4 autograd graphs alive (~8.0 GiB), appended by a forward hook on m[0]: run the model under torch.no_grad(), or store output.detach() in the hook. Fix… detaches them and removes the hook.'
+    );
+    expect(finding.fix).toEqual({ kind: 'detach', name: 'feats' });
+    const [graph] = at(hookSteps, 'a forward hook appends outputs').graphs;
+    const [hook] = removableHooks(graph);
+    expect(hook).toMatchObject({
+      module: 'm[0]',
+      variable: 'm',
+      modules: ['0']
+    });
+    expect(finding.evidence).toContain(`m[0]._forward_hooks[${hook.key}]`);
+    const cell = generateDetachCell(graph)!;
+    expect(cell).toContain(`hooks = (("m", ("0",), ${hook.key}),)`);
+    expect(cell).toContain('getattr(mod, "_forward_hooks", {}).pop(key, None)');
+    expect(cell.replace(/\n# /g, ' ')).toContain(
+      'It removes the forward hook on m[0] that appends to it.'
+    );
+  });
+
+  it('a hook path that is not plain names never reaches code', () => {
+    const [graph] = at(hookSteps, 'a forward hook appends outputs').graphs;
+    const odd = {
+      ...graph,
+      hooks: graph.hooks!.map(h => ({ ...h, modules: ['0"); import os; ("'] }))
+    };
+    expect(removableHooks(odd)).toEqual([]);
+    expect(generateDetachCell(odd)).not.toContain('import os');
   });
 });
