@@ -129,8 +129,9 @@ def junk(i):
         msg["protocol"] = rng.choice([1, 3, "2", None, True, 2.5, 10**400])
     elif kind == 1:  # unknown message kind
         msg["type"] = rng.choice(["bogus", "", "HELLO", None, 7, ["hello"], "configure"])
-    elif kind == 2:  # a missing field (limits, unread may be missing: an older agent sends none)
-        del msg[rng.choice([k for k in fields if k not in ("limits", "unread")])]
+    elif kind == 2:  # a missing field (not the optional ones: an older agent sends none)
+        optional = ("limits", "unread", "keptErrors", "optimizers")
+        del msg[rng.choice([k for k in fields if k not in optional])]
     elif kind == 3:  # a field of the wrong type
         key = rng.choice(fields)
         msg[key] = wrong(msg[key])
