@@ -27,6 +27,21 @@ function graphTarget(
   return { panel, graph };
 }
 
+/**
+ * What the variable `name` keeps alone in `inventory`, bytes on all devices
+ * (its root's `sole`: its tensors and the storages their graphs saved that
+ * no other holder keeps), or null when it is no variable root there.
+ */
+export function keptAlone(
+  inventory: IInventory | null,
+  name: string
+): number | null {
+  const root = inventory?.roots.find(
+    r => r.kind === 'variable' && r.name === name
+  );
+  return root ? sumBytes(root.sole ?? root.bytes) : null;
+}
+
 /** Say why `graph` cannot be fixed: it is gone, or not a plain name holding its tensors. */
 function cannotFix(ctx: ICommandContext, graph: IGraphHolder | null): void {
   const { trans } = ctx;
@@ -104,15 +119,19 @@ function nextInventory(model: GpuKernelModel): {
 }
 
 /**
- * After the detach cell: say what it freed, from the inventory that follows
- * it (the agent sends one at the end of each cell), or that the inserted cell
- * still has to be run.
+ * After the detach cell: say what it freed, measured: what the variable
+ * keeps alone (`before`, {@link keptAlone} of the inventory the command
+ * acted on) against the inventory that follows the cell (the agent sends
+ * one at the end of each cell) — never the finding's estimate, which
+ * counts the tensors themselves (they stay, detached). Or that the inserted
+ * cell still has to be run.
  */
 async function reportDetach(
   ctx: ICommandContext,
   graph: IGraphHolder,
   ran: boolean,
-  inventory: Promise<IInventory | null>
+  inventory: Promise<IInventory | null>,
+  before: number | null
 ): Promise<void> {
   const { trans } = ctx;
   if (!ran) {
@@ -139,12 +158,27 @@ async function reportDetach(
       ),
       { autoClose: 8000 }
     );
-  } else {
+    return;
+  }
+  // measured, never the estimate: what the variable keeps alone, before and after
+  const now = keptAlone(after, graph.name);
+  const freed = before !== null && now !== null ? before - now : null;
+  if (freed !== null && freed > 0) {
     Notification.success(
       trans.__(
-        'Detached the tensors in %1: ~%2 of autograd graphs freed.',
+        'Detached the tensors in %1: what it keeps went from %2 to %3 (the next inventory), %4 freed.',
         graph.name,
-        formatBytes(sumBytes(graph.bytes))
+        formatBytes(before ?? 0),
+        formatBytes(now ?? 0),
+        formatBytes(freed)
+      ),
+      { autoClose: 8000 }
+    );
+  } else {
+    Notification.info(
+      trans.__(
+        'Detached the tensors in %1; the next inventory shows no memory freed by it: another holder keeps what their graphs saved (the VRAM panel says which).',
+        graph.name
       ),
       { autoClose: 8000 }
     );
@@ -176,6 +210,7 @@ export function addDetachCommand(ctx: ICommandContext): void {
         return false;
       }
       const ran = ctx.monitor.settings.cleanAction === 'insert-and-run';
+      const before = keptAlone(model?.inventory ?? null, graph.name);
       const inventories = model && ran ? nextInventory(model) : null;
       await ctx.insert(panel, code, {
         tag: 'gpu-hygiene-detach-graphs',
@@ -186,7 +221,8 @@ export function addDetachCommand(ctx: ICommandContext): void {
         ctx,
         graph,
         ran,
-        inventories?.next(DETACH_REPORT_TIMEOUT) ?? Promise.resolve(null)
+        inventories?.next(DETACH_REPORT_TIMEOUT) ?? Promise.resolve(null),
+        before
       );
       return true;
     }

@@ -55,7 +55,7 @@ function fakePanel() {
 beforeAll(() => quietYjs());
 afterAll(() => jest.restoreAllMocks());
 
-function setup() {
+function setup(cleanAction: IGpuSettings['cleanAction'] = 'insert') {
   const model = new GpuKernelModel({ kernelId: 'k1' });
   model.apply(c01Inventory());
   const { panel, inserted, notebook } = fakePanel();
@@ -66,7 +66,7 @@ function setup() {
     ),
     modelAdded: new Signal<IGpuMonitor, GpuKernelModel>({} as IGpuMonitor),
     models: [model],
-    settings: { ...DEFAULT_SETTINGS, cleanAction: 'insert' },
+    settings: { ...DEFAULT_SETTINGS, cleanAction },
     settingsChanged: new Signal<IGpuMonitor, IGpuSettings>({} as IGpuMonitor),
     setSetting: async () => undefined,
     panelFor: () => panel as any,
@@ -234,6 +234,41 @@ describe('fix a graph holder (VRAM panel, toast)', () => {
     expect(Notification.manager.notifications.map(n => n.message)).toContain(
       'Run the inserted cell to detach the tensors in val_losses.'
     );
+  });
+
+  it.each([
+    [
+      'the graphs gone: the freed bytes measured by the next inventory',
+      64 * 2 ** 20,
+      'Detached the tensors in val_losses: what it keeps went from 1.0 GiB to 64.0 MiB (the next inventory), 960.0 MiB freed.'
+    ],
+    [
+      'nothing freed (another holder keeps the graphs): no "freed" claim',
+      2 ** 30,
+      'Detached the tensors in val_losses; the next inventory shows no memory freed by it: another holder keeps what their graphs saved (the VRAM panel says which).'
+    ]
+  ])('inserted and run, %s', async (_case, left, told) => {
+    const { commands, model } = setup('insert-and-run');
+    model.apply(c08Inventory());
+    (showDialog as jest.Mock).mockResolvedValue({
+      button: { accept: true },
+      value: null
+    });
+    expect(
+      await commands.execute(CommandIDs.fixGraphHolder, {
+        kernelId: 'k1',
+        name: 'val_losses'
+      })
+    ).toBe(true);
+    const after = c08Inventory();
+    after.seq = 99;
+    after.graphs = [];
+    after.roots[0] = { ...after.roots[0], bytes: { 'cuda:0': left } };
+    model.apply(after);
+    await new Promise(resolve => setTimeout(resolve, 0));
+    const messages = Notification.manager.notifications.map(n => n.message);
+    expect(messages).toContain(told);
+    expect(messages.some(m => m.includes('autograd graphs freed'))).toBe(false);
   });
 
   it('inserts nothing when the user cancels', async () => {
