@@ -112,6 +112,7 @@ CHECKS = {
         "23 holders of plain PyTorch and transformers notebooks",
         [
             LLM + "test_an_optimizer_keeps_the_weights_of_a_deleted_model[{d}]",
+            LLM + "test_an_optimizer_of_named_parameters_is_no_deleted_model[{d}]",
             LLM + "test_a_caught_error_kept_in_a_variable_keeps_its_frames[{d}]",
             LLM + "test_aliases_compiled_and_tied_models_raise_nothing[{d}]",
             LLM + "test_a_pipeline_keeps_the_model_it_was_built_on[{d}]",

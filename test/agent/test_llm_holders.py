@@ -148,6 +148,34 @@ def test_an_optimizer_keeps_the_weights_of_a_deleted_model(device, session, brow
 
 
 @on_both
+def test_an_optimizer_of_named_parameters_is_no_deleted_model(device, session):
+    """A plain PyTorch loop: parameters the user names (``w``, ``b``), no module at all. The
+    optimizer's parameters are in no model, yet a variable holds each: nothing is stranded
+    (``orphaned`` 0), even after one of them is deleted while another list still names it."""
+    s = session(name="named-params")
+    record = Steps(s, "named_params")
+    s.run(code=SETUP.format(dev=s.dev))
+    _, inventory = s.run(
+        code="w = torch.randn(512, 512, device=DEV, requires_grad=True)\n"
+        "b = torch.zeros(512, device=DEV, requires_grad=True)\n"
+        "params = [w, b]\n"
+        "opt = torch.optim.Adam(params, lr=1e-2)\n"
+        "for _ in range(2):\n"
+        "    opt.zero_grad()\n"
+        "    ((torch.randn(64, 512, device=DEV) @ w + b) ** 2).mean().backward()\n"
+        "    opt.step()"
+    )
+    record("a loop over named parameters", inventory)
+    (row,) = inventory["optimizers"]
+    assert (row["name"], row["parameters"], row["orphaned"]) == ("opt", 2, 0)
+    assert row["parts"]["parameters"] == {} and row["parts"]["gradients"] == {}
+    _, inventory = s.run(code="del w, b")  # params still names both
+    (row,) = inventory["optimizers"]
+    assert row["orphaned"] == 0
+    record.check()
+
+
+@on_both
 def test_a_caught_error_kept_in_a_variable_keeps_its_frames(
     device, session, browser_cells, clean_cells, check
 ):

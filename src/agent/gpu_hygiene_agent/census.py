@@ -481,7 +481,7 @@ def build(
             {n for k, n, f in roots if k == "variable" and f.complete and not f.modules},
         ),
         errors.kept_errors(roots, params),
-        optimizers.optimizer_rows(variables, torch, params),
+        optimizers.optimizer_rows(variables, torch, params, holders.reached),
         models_cut or rows_cut or found.cut,
         found.graphless,
     )

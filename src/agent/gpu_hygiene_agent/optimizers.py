@@ -18,9 +18,11 @@ from . import peek
 from .limits import MAX_OPTIMIZER_PARAMS, MAX_OPTIMIZERS
 from .models import tensor_grad
 from .storage import bytes_by_device, storage_of
-from .util import short, vars_of
+from .util import LEAF_IDS, PLAIN_IDS, short, vars_of
 
 _PARTS = ("parameters", "gradients", "state")
+_OPTIMIZER, _OBJECT, _NOTHING = "optimizer", "object", "nothing"
+_KINDS = {}  # id(class) -> (class, what it is here): one MRO walk per class, not per variable
 _DEFAULTDICT = collections.defaultdict
 
 
@@ -86,12 +88,35 @@ def _refers_to(value, optimizer):
     return _plain_dict(states) and dict.__contains__(states, id(optimizer))
 
 
-def optimizer_rows(variables, torch, params):
+def _kind(cls, optimizer_type, tensor_type):
+    """What a variable of class ``cls`` can be here: an optimizer, an object whose attributes
+    may keep one, or nothing of either (a number, a string, a plain container, a tensor)."""
+    entry = _KINDS.get(id(cls))
+    if entry is not None and entry[0] is cls:
+        return entry[1]
+    if id(cls) in LEAF_IDS or id(cls) in PLAIN_IDS:
+        kind = _NOTHING
+    else:
+        mro = peek.mro(cls)
+        if any(k is optimizer_type for k in mro):
+            kind = _OPTIMIZER
+        elif any(k is tensor_type for k in mro):
+            kind = _NOTHING
+        else:
+            kind = _OBJECT
+    _KINDS[id(cls)] = (cls, kind)
+    return kind
+
+
+def optimizer_rows(variables, torch, params, reached):
     """The ``optimizers`` rows (list of dicts, largest first, at most ``MAX_OPTIMIZERS``): one
     per user variable that names a ``torch.optim.Optimizer``, with how many of its parameters
-    belong to no live model (``params``: the live models' storages,
-    ``models.StatsCache.union``): the model was deleted or rebound since the optimizer was
-    made.
+    are orphaned: in no live model (``params``: the live models' storages,
+    ``models.StatsCache.union``) and reached by no root but the optimizer's own variable and
+    the variables that keep it (``reached``: {StorageKey: {(kind, name)}} of the roots'
+    walks). The model was deleted or rebound since the optimizer was made; parameters a
+    variable names (``w = torch.randn(..., requires_grad=True)``, ``opt = SGD([w])``) are
+    not orphaned.
 
     Row: {name, className, parameters: int (in its param_groups), orphaned: int (of those, in
     no live model), bytes: {device: int} (its state, and the orphaned parameters and their
@@ -104,10 +129,31 @@ def optimizer_rows(variables, torch, params):
     tensor_type = getattr(torch, "Tensor", None)
     if optimizer_type is None or tensor_type is None:
         return []
-    rows = []
+    # after every cell, on every name: one dict lookup per variable, an MRO walk per class
+    cache = _KINDS
+    found = []
     for name, value in variables:
-        if not peek.is_a(value, optimizer_type):
-            continue
+        cls = type(value)
+        entry = cache.get(id(cls))
+        if entry is None or entry[0] is not cls:
+            _kind(cls, optimizer_type, tensor_type)
+            entry = cache[id(cls)]
+        if entry[1] is _OPTIMIZER:
+            found.append((name, value))
+    if not found:
+        return []
+    # only objects (and other optimizers: a wrapper) can keep an optimizer in an attribute
+    objects = [
+        (name, value)
+        for name, value in variables
+        if _kind(type(value), optimizer_type, tensor_type) is not _NOTHING
+    ]
+    rows = []
+    for name, value in found:
+        keepers = [
+            other for other, item in objects if item is not value and _refers_to(item, value)
+        ][:8]
+        own = {("variable", n) for n in (name, *keepers)}
         attrs = vars_of(value)
         parameters = _parameters(attrs, tensor_type)
         parts = {part: {} for part in _PARTS}
@@ -116,6 +162,8 @@ def optimizer_rows(variables, torch, params):
             measured = storage_of(param)
             if measured is None or measured.key in params:
                 continue
+            if not own.issuperset(reached.get(measured.key, ())):
+                continue  # another root holds it: a named parameter, not a dead model's
             orphaned.add(id(param))
             parts["parameters"][measured.key] = measured.nbytes
             _add(parts["gradients"], tensor_grad(param))
@@ -135,11 +183,7 @@ def optimizer_rows(variables, torch, params):
                 "orphaned": len(orphaned),
                 "bytes": bytes_by_device(every),
                 "parts": {part: bytes_by_device(parts[part]) for part in _PARTS},
-                "referencedBy": [
-                    short(other)
-                    for other, item in variables
-                    if item is not value and _refers_to(item, value)
-                ][:8],
+                "referencedBy": [short(other) for other in keepers],
             }
         )
     rows.sort(key=lambda row: -sum(row["bytes"].values()))

@@ -1,14 +1,16 @@
 /**
  * Optimizers named by user variables (`inventory.optimizers`).
  *
- * - **Stranded** (some parameters in no live model): the model is gone
+ * - **Stranded** (`orphaned` parameters: in no live model, held by no other
+ *   variable): the model is gone
  *   (`del model`, or the model cell re-run while the old optimizer stays).
  *   No module is left, yet its `param_groups` keep every parameter, each
  *   parameter its gradient, and its `state` the moments (AdamW: twice the
  *   parameters): `gc.collect()` and `empty_cache()` free none of it.
  *   Warning when on a CUDA device, else info.
- * - **Of a live model**: its state is memory the model's training needs;
- *   told as an info (what deleting it returns once training is done).
+ * - **Otherwise** (a live model's, or parameters a variable names): its
+ *   state is memory the training needs; told as an info (what deleting it
+ *   returns once training is done).
  *
  * Bytes: the optimizer's state, and the stranded parameters and their
  * gradients, each storage once. Fix: **Delete opt, sched…** (asks): the
@@ -67,7 +69,7 @@ export const optimizerRule: FindingRule = ({ inventory }) => {
               formatBytes(sumBytes(state))
             )
           : trans.__(
-              '%1 (%2) keeps the optimizer state of a live model: %3, freed by deleting %1 once training is done (the model stays).',
+              '%1 (%2) keeps optimizer state: %3, freed by deleting %1 once training is done (the parameters stay).',
               optimizer.name,
               optimizer.className,
               formatBytes(sumBytes(bytes))

@@ -26,6 +26,7 @@ import errorSteps from '../../fixtures/inventory_kept_errors.json';
 import optimizerSteps from '../../fixtures/inventory_stranded_optimizer.json';
 import pipelineSteps from '../../fixtures/inventory_pipeline.json';
 import hookSteps from '../../fixtures/inventory_hook.json';
+import namedParamSteps from '../../fixtures/inventory_named_params.json';
 import { at, facts, MiB, onCuda, trans } from './helpers';
 
 const all = (inventory: IInventory) => findings(facts(inventory));
@@ -39,7 +40,7 @@ describe('an optimizer whose model was deleted (real inventories)', () => {
       ['optimizer', 'info', 'opt']
     ]);
     expect(list[0].explain(trans)).toBe(
-      'opt (AdamW) keeps the optimizer state of a live model: 4.0 GiB, freed by deleting opt once training is done (the model stays). sched keeps opt too: delete them together.'
+      'opt (AdamW) keeps optimizer state: 4.0 GiB, freed by deleting opt once training is done (the parameters stay). sched keeps opt too: delete them together.'
     );
     expect(fixLabel(list[0].fix, trans)).toBe('Delete opt, sched…');
   });
@@ -74,6 +75,17 @@ describe('an optimizer whose model was deleted (real inventories)', () => {
       args: { kernelId: 'k1', name: 'opt', with: ['sched'] }
     });
   });
+
+  it.each(['a loop over named parameters'])(
+    'parameters a variable names (%s): no warning, no "deleted model"',
+    step => {
+      const list = all(onCuda(at(namedParamSteps, step)));
+      expect(list.filter(f => f.severity === 'warning')).toEqual([]);
+      const text = list.map(f => f.explain(trans)).join(' ');
+      expect(text).not.toContain('deleted model');
+      expect(list.map(f => f.kind)).toContain('optimizer');
+    }
+  );
 
   it('the delete cell deletes both names or neither', () => {
     const cell = generateDeleteVariableCell(
