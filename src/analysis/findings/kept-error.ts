@@ -11,7 +11,8 @@
  * step → .acts` per frame. Warning when they are on a CUDA device, else
  * info. Fix: **Delete err…** (asks) for a variable whose name is a Python
  * identifier; Clean GPU also clears those frames' locals (keeping the
- * exception).
+ * exception) where the variable names the exception itself, and the text
+ * says so only then (not for `errors[1]` in a list).
  */
 import type { IKeptError } from '../../protocol';
 import { formatBytes, sumBytes } from '../format';
@@ -43,6 +44,11 @@ export const keptErrorRule: FindingRule = ({ inventory }) => {
     }
     const chain = keptErrorChain(error);
     const largest = error.frames[0];
+    if (!largest) {
+      continue; // its bytes come from its frames: none reported, nothing to tell
+    }
+    // Clean GPU clears the frames of an error a variable names itself (planClean)
+    const cleared = error.path === error.name;
     found.push({
       kind: 'kept-error',
       id: `kept-error:${error.path}`,
@@ -50,23 +56,21 @@ export const keptErrorRule: FindingRule = ({ inventory }) => {
       subject: error.path,
       bytes,
       explain: trans =>
-        largest
-          ? trans.__(
-              '%1 keeps a caught %2 whose traceback keeps the frames of the failed call and their tensors: %3 (%4 through %5). Delete %6, or let Clean GPU clear those frames.',
-              error.path,
-              error.type,
-              formatBytes(sumBytes(bytes)),
-              formatBytes(sumBytes(largest.bytes)),
-              chain[0],
-              error.name
-            )
-          : trans.__(
-              '%1 keeps a caught %2 whose traceback keeps tensors: %3. Delete %4, or let Clean GPU clear its frames.',
-              error.path,
-              error.type,
-              formatBytes(sumBytes(bytes)),
-              error.name
-            ),
+        `${trans.__(
+          '%1 keeps a caught %2 whose traceback keeps the frames of the failed call and their tensors: %3 (%4 through %5).',
+          error.path,
+          error.type,
+          formatBytes(sumBytes(bytes)),
+          formatBytes(sumBytes(largest.bytes)),
+          chain[0]
+        )} ${
+          cleared
+            ? trans.__(
+                'Delete %1, or let Clean GPU clear those frames.',
+                error.name
+              )
+            : trans.__('Delete %1 to free them.', error.name)
+        }`,
       evidence: chain,
       fix: isPythonIdentifier(error.name)
         ? { kind: 'delete-variable', name: error.name }

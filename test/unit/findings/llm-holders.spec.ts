@@ -155,6 +155,9 @@ describe('a caught error kept in a variable (real inventories)', () => {
       'Delete errors…',
       'Delete errors…'
     ]);
+    // Clean GPU does not clear errors in a list: the text does not offer it
+    expect(list[0].explain(trans)).toMatch(/ Delete errors to free them\.$/);
+    expect(list[0].explain(trans)).not.toContain('Clean GPU');
     expect(all(inventory).map(f => f.kind)).not.toContain('cuda-tensors');
     // errors in a list are not the plan's: Delete errors… frees them
     expect(planClean(inventory).keptErrors).toEqual([]);
