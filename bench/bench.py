@@ -66,6 +66,10 @@ GOAL_SAMPLER_PCT = 0.2
 # issue 14 ("Cost"): a cell that rebinds names (a full inventory), 2e6 objects x 10 models
 GOAL_REBIND_P95_MS = 5.0
 GOAL_REBIND_NAIVE_RATIO = 30.0
+# issue 31, item 5: the same goals (no-op cell p95, rebinding cell p95) with 1e4 and 1e5 user
+# variables (``v0 = [0]``...), at 1e4 objects x 1 model; part of the full matrix
+NAMESPACE_AT = (10_000, 1)
+NAMESPACE_VARIABLES = (10_000, 100_000)
 
 
 def pct(values, q):
@@ -141,6 +145,7 @@ def full_matrix(args):
         and args.models is None
         and args.cells in (None, FULL_CELLS)
         and args.ipx
+        and args.variables is None
     )
 
 
@@ -448,8 +453,9 @@ def main():
         "--variables",
         type=float,
         nargs="+",
-        default=[0],
-        help="user variables added to the namespace (issue 31 rows: 1e4 1e5; default none)",
+        help="user variables added to the namespace, for every configuration (default: none, "
+        "and the full matrix adds issue 31's rows: 1e4 and 1e5 variables at 1e4 objects x 1 "
+        "model)",
     )
     parser.add_argument("--idle-seconds", type=float, help="idle window for the sampler's CPU")
     parser.add_argument("--idle-at", help="configuration of the idle measure, OBJECTSxMODELS")
@@ -494,7 +500,10 @@ def main():
     print(f"agent: {kd.AGENT_DIR.relative_to(ROOT)} payload sha256 {args.agent_sha}...", flush=True)
     rows = []
     started = time.perf_counter()
-    for n, m, v in ((n, m, v) for n in objects for m in models for v in args.variables):
+    configs = [(n, m, v) for n in objects for m in models for v in (args.variables or [0])]
+    if full and args.variables is None:
+        configs += [(*NAMESPACE_AT, v) for v in NAMESPACE_VARIABLES]
+    for n, m, v in configs:
         t0 = time.perf_counter()
         bench = Bench(n, m, args, v)
         try:
@@ -541,6 +550,13 @@ def main():
             f">= {GOAL_REBIND_NAIVE_RATIO:g}x (naive {goal['naive_ms']:.1f} ms, same kernel)\n"
             "  the start path and kernel ready -> hello: make bench-start (bench/start.mjs, "
             "bench/hello.py); the H200 rows: docs/gpu-check.md (make gpu-check on the device)"
+        )
+    for row in (r for r in rows if r.get("variables")):
+        ok = row["agent_p95_ms"] <= GOAL_P95_MS and row["agent_full_p95_ms"] <= GOAL_REBIND_P95_MS
+        print(
+            f"issue 31 at {row['variables']:,} user variables: {'met   ' if ok else 'MISSED'} "
+            f"no-op cell p95 {row['agent_p95_ms']:.2f} ms <= {GOAL_P95_MS:g} ms, rebinding cell "
+            f"p95 {row['agent_full_p95_ms']:.2f} ms <= {GOAL_REBIND_P95_MS:g} ms"
         )
     sha, dirty = git_commit()
     results = {

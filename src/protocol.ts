@@ -357,7 +357,13 @@ const inventory = z.object({
       objects: count,
       reasons: z.record(z.string().check(z.maxLength(200)), count)
     })
-  )
+  ),
+  /**
+   * A namespace of more than 2,000 names (agent 0.11.0; absent below that
+   * and from older agents): its size, the names read for this inventory
+   * and the user variables that can hold something.
+   */
+  namespace: z.optional(z.object({ names: count, read: count, roots: count }))
 });
 
 const beforeAfter = z.object({ before: bytes, after: bytes });

@@ -189,6 +189,27 @@ export function limitLine(limit: ILimit, trans: TranslationBundle): string {
   }
 }
 
+/**
+ * The line that says how the agent reads a namespace of more than 2,000
+ * names (`inventory.namespace`, agent 0.11.0): names a cell does not mention
+ * are read again 1,000 per cell, so a change made out of sight (a thread)
+ * shows within `names / 1,000` cells.
+ */
+export function namespaceLine(
+  namespace: { names: number; read: number; roots: number },
+  trans: TranslationBundle
+): string {
+  return trans.__(
+    'Large namespace: %1 names, %2 read after the last cell; a name the cells do not mention is read again within %3 cells',
+    namespace.names.toLocaleString(),
+    namespace.read.toLocaleString(),
+    Math.ceil(namespace.names / NAMESPACE_SLICE).toLocaleString()
+  );
+}
+
+/** Names of a large namespace the agent reads again in turn after each cell (`namespace.SLICE_NAMES`). */
+const NAMESPACE_SLICE = 1000;
+
 /** The summary lines of a running kernel whose models are `models`. */
 function summaryLines(
   model: GpuKernelModel,
@@ -210,7 +231,12 @@ function summaryLines(
     errors: model.agentErrors.map(e =>
       trans.__('Agent error (%1): %2', e.where, Private.clip(e.message))
     ),
-    limits: [...new Set(model.limits.map(l => limitLine(l, trans)))]
+    limits: [
+      ...new Set(model.limits.map(l => limitLine(l, trans))),
+      ...(model.inventory?.namespace
+        ? [namespaceLine(model.inventory.namespace, trans)]
+        : [])
+    ]
   };
 }
 

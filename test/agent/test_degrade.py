@@ -99,7 +99,7 @@ class Shell:
 def test_a_shell_layout_of_another_shape_is_a_holders_limit(agent):
     roots, degrade = agent.roots, agent.degrade
     degrade.clear()
-    value = [1.5]
+    value = [[1.5]]  # a list of lists: it could hold a tensor (a list of floats could not)
     shell = Shell(box=value)
     assert roots.note_shell_gaps(shell) == [] and degrade.current() == []
     # an older layout: no display hook slots, no last_execution_result, a user_ns_hidden that

@@ -72,14 +72,15 @@ def build(agent, shell, tracker, errors=None):
 
 
 def test_roots_tell_variables_from_ipython_names_and_the_output_cache(agent):
-    data = [1]
-    shown = [2]
-    shell = FakeShell(data=data, n=3, _i1="x", _7=[7])
+    data = [[1]]
+    shown = [[2]]
+    shell = FakeShell(data=data, n=3, _i1="x", _7=[[7]], ids=[1, 2], np=types, f=len)
     shell.output(2, shown)
-    shell.user_ns_hidden["hidden"] = shell.user_ns["hidden"] = [0]
+    shell.user_ns_hidden["hidden"] = shell.user_ns["hidden"] = [[0]]
     shell.last_execution_result = types.SimpleNamespace(result=shown, error_in_exec=None)
     variables = agent.roots.variable_roots(shell)
-    # a user's own _7 (no Out[7]) is a variable; ints are leaves; hidden names are IPython's
+    # a user's own _7 (no Out[7]) is a variable; hidden names are IPython's; what can hold
+    # nothing is no root: ints, a list of ints, a module, a builtin function
     assert [name for name, _value in variables] == ["data", "_7"]
     outputs = agent.roots.output_roots(shell)
     assert [(name, value is shown) for name, value in outputs] == [

@@ -24,8 +24,9 @@ torch = pytest.importorskip("torch")
 
 pytestmark = pytest.mark.timeout(300)
 
-# what differs between two inventories of the same state
-TIMING = ("t", "seq", "durationMs", "skipped", "executionCount")
+# what differs between two inventories of the same state (``namespace``: how much of a large
+# namespace this inventory read, not what it found)
+TIMING = ("t", "seq", "durationMs", "skipped", "executionCount", "namespace")
 
 
 def comparable(message):
@@ -89,11 +90,16 @@ class Cells:
     agent's inventory (``build(reuse=True)``: re-sent while the fingerprint holds) and then
     the one of a new ``Inventory`` (no caches)."""
 
-    def __init__(self, agent, tracker):
+    def __init__(self, agent, tracker, padding=0):
         self.agent = agent
         self.tracker = tracker
         self.shell = FakeShell(torch=torch)
         self.shell.user_ns_hidden["torch"] = torch
+        # variables that hold nothing (``v0 = [0]``...): past ``LARGE_NAMESPACE`` names the
+        # agent reads only what each cell may have changed (``namespace``)
+        self.shell.user_ns.update((f"v{i}", [i]) for i in range(padding))
+        # IPython binds the display hook's names first (``_ = __ = ___ = ''`` at its start)
+        self.shell.user_ns.update(_="", __="", ___="")
         self.errors = []
         self.inventory = agent.inventory.Inventory(
             self.shell, tracker, frozenset(), self.errors.append
@@ -116,7 +122,7 @@ class Cells:
         else:
             exec(compile(code, f"<cell {self.count}>", "exec"), ns)
             self.shell.user_ns_hidden.setdefault("__builtins__", ns["__builtins__"])
-        return self.inventory.build(self.count, reuse=True)
+        return self.inventory.build(self.count, reuse=True, source=code)
 
     def full(self):
         """The inventory of a new ``Inventory``: everything walked and measured anew."""
@@ -126,10 +132,13 @@ class Cells:
         return builder.fresh(self.count, time.perf_counter())
 
 
-def test_each_cell_sends_the_inventory_of_a_full_recheck(agent, monkeypatch):
+@pytest.mark.parametrize("padding", [0, 2500], ids=["small namespace", "large namespace"])
+def test_each_cell_sends_the_inventory_of_a_full_recheck(agent, monkeypatch, padding):
     """The agent's inventory after each cell equals the one built without caches, and the
     models were re-checked the way the cell called for (so that the light re-checks are
-    exercised, not only full ones)."""
+    exercised, not only full ones). Also in a namespace past ``LARGE_NAMESPACE`` names, where
+    the agent reads only the roots, the cell's names, the tail and a slice of the rest."""
+    assert padding == 0 or padding > agent.namespace.LARGE_NAMESPACE
     tracker = agent.tracker.ModuleTracker()
     tracker.start(torch)
     checked = {}  # id(module) -> "full" | "probe": how its last measurement was re-checked
@@ -156,7 +165,7 @@ def test_each_cell_sends_the_inventory_of_a_full_recheck(agent, monkeypatch):
     monkeypatch.setattr(models.StatsCache, "_unchanged", staticmethod(spy_unchanged))
     monkeypatch.setattr(models, "model_stats", spy_stats)
     try:
-        cells = Cells(agent, tracker)
+        cells = Cells(agent, tracker, padding)
         seen = []
         for code, _expected in CELLS:
             checked.clear()

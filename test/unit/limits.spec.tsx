@@ -17,7 +17,11 @@ import { DOMAIN } from '../../src/i18n';
 import { GpuKernelModel } from '../../src/model';
 import { ILimit, parseKernelMessage } from '../../src/protocol';
 import { GaugeDetails } from '../../src/statusbar/popup';
-import { gaugeState, limitLine } from '../../src/statusbar/state';
+import {
+  gaugeState,
+  limitLine,
+  namespaceLine
+} from '../../src/statusbar/state';
 import { DEFAULT_SETTINGS } from '../../src/tokens';
 import { c01Inventory, gpuSample, h200Hello } from './fixtures';
 
@@ -178,6 +182,33 @@ describe('the gauge says each limit once, in its details', () => {
     const text = container.textContent ?? '';
     expect(text.split('Holders limited: IPython 7.34.0')).toHaveLength(2);
     expect(text.split('Models found by a heap scan')).toHaveLength(2);
+  });
+
+  it('says how a large namespace is read (issue 31), only where the agent sends it', () => {
+    const model = kernel(undefined, undefined);
+    expect(gaugeState(model, DEFAULT_SETTINGS, trans).details.limits).toEqual(
+      []
+    );
+    const namespace = { names: 100_046, read: 1_070, roots: 5 };
+    const parsed = parseKernelMessage({ ...c01Inventory(), namespace });
+    expect(
+      parsed.ok && parsed.message.type === 'inventory' && parsed.message
+    ).toMatchObject({ namespace });
+    expect(
+      parseKernelMessage({
+        ...c01Inventory(),
+        namespace: { ...namespace, read: -1 }
+      }).ok
+    ).toBe(false);
+    model.apply({ ...c01Inventory(), namespace });
+    const line = namespaceLine(namespace, trans);
+    expect(line).toBe(
+      `Large namespace: ${(100_046).toLocaleString()} names, ${(1_070).toLocaleString()} read after the last cell; a name the cells do not mention is read again within 101 cells`
+    );
+    expect(gaugeState(model, DEFAULT_SETTINGS, trans).details.limits).toEqual([
+      line
+    ]);
+    expect(namespaceLine(namespace, chinese())).not.toBe(line);
   });
 
   it('has no limits section when the agent sends none', () => {

@@ -54,6 +54,7 @@ MODULES = (
     "paths",
     "walk",
     "roots",
+    "namespace",
     "visible",
     "devices",
     "gpuprocs",

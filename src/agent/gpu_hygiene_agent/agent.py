@@ -285,7 +285,10 @@ class Agent:
         self.ensure_tracking()
         count = getattr(result, "execution_count", None)
         count = count if isinstance(count, int) and not isinstance(count, bool) else None
-        message = self.build_inventory(count, reuse=snapshot is None)
+        raw = getattr(getattr(result, "info", None), "raw_cell", None)
+        message = self.build_inventory(
+            count, reuse=snapshot is None, source=raw if type(raw) is str else None
+        )
         if message is not None:
             self.broadcast(message)
             if not message.get("skipped"):
@@ -387,10 +390,10 @@ class Agent:
             message["progress"] = progress
         return message
 
-    def build_inventory(self, execution_count, reuse=False):
+    def build_inventory(self, execution_count, reuse=False, source=None):
         """The ``inventory`` message (dict), or None (an ``error`` was sent): see
-        ``inventory.Inventory.build``."""
-        return self.inventory.build(execution_count, reuse)
+        ``inventory.Inventory.build`` (``source``: the cell's text)."""
+        return self.inventory.build(execution_count, reuse, source)
 
     def _nvml_pids(self):
         return children.nvml_pids(self.devices, self.pid)

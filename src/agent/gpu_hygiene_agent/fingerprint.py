@@ -37,12 +37,14 @@ TAIL = 3
 _CHANGES, _STRUCTURE, _MEMORY, _PROBE = 0, 1, 3, 4
 
 
-def fingerprint(shell, tracker, stats):
+def fingerprint(shell, tracker, stats, names=None):
     """The fingerprint (tuple, compared with ==; holds no user object): the tracked-module set
     and registration events (``tracker``'s counts), torch's allocated bytes per device, the
     first and last tensor of each model (``stats.probe()``, a ``models.StatsCache``), the user
     namespace's bindings with one level of their content (``shallow``), the output cache and
-    the display hook's slots, and the last exception."""
+    the display hook's slots, and the last exception. ``names``: a
+    ``namespace.NamespaceIndex`` refreshed for this inventory; where its namespace is large,
+    only its roots are fingerprinted (the other names can hold nothing, as last read)."""
     parts = [
         tracker.changes,
         tracker.structure,
@@ -52,8 +54,10 @@ def fingerprint(shell, tracker, stats):
     ]
     system_name = roots.SYSTEM_NAME
     spaces = (shell.user_ns, roots.hidden_ns(shell) or {})
-    for space in spaces:
-        for name, value in list(space.items()):
+    large = names is not None and names.active and names.pairs is not None
+    bindings = (names.pairs if large else list(spaces[0].items()), list(spaces[1].items()))
+    for space in bindings:
+        for name, value in space:
             cls = type(value)
             if id(cls) in LEAF_IDS:
                 continue

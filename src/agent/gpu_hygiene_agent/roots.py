@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from . import degrade, peek
 from .limits import MAX_FRAMES, MAX_TB_DEPTH
-from .util import LEAF_IDS, MISSING, machinery_frame, vars_of
+from .util import LEAF_IDS, MISSING, inert, machinery_frame, vars_of
 
 # Output-cache names: _, __, ___ and _<n>.
 OUTPUT_NAME = re.compile(r"_{1,3}$|_\d+$")
@@ -124,7 +124,8 @@ def output_cells(shell):
 def variable_roots(shell, skips=None):
     """User variables: (name, value) pairs of ``user_ns`` that IPython's ``%who`` rule does
     not hide (value is not ``user_ns_hidden[name]``), without the output-cache and IPython
-    names (and, where ``user_ns_hidden`` cannot be read, without ``__dunder__`` names). A name
+    names (and, where ``user_ns_hidden`` cannot be read, without ``__dunder__`` names), and
+    without the values that can hold nothing (``util.inert``: ``n = 3``, ``ids = [1, 2]``). A name
     that is not an exact ``str`` (a subclass could run code when hashed or compared) is left
     out and counted in ``skips`` (a ``peek.Skips``)."""
     ns = shell.user_ns
@@ -135,30 +136,57 @@ def variable_roots(shell, skips=None):
             if skips is not None and id(type(value)) not in LEAF_IDS:
                 skips.add("name not a str")
             continue
-        if SYSTEM_NAME.match(name) or is_output_name(shell, name, value):
-            continue
-        if hidden is None:
-            if DUNDER_NAME.match(name):
-                continue
-        elif hidden.get(name, MISSING) is value:
-            continue
-        if id(type(value)) in LEAF_IDS:
-            continue
-        out.append((name, value))
+        if is_variable(shell, hidden, name, value):
+            out.append((name, value))
     return out
 
 
-def output_roots(shell):
+def is_variable(shell, hidden, name, value):
+    """Whether the binding ``name`` (an exact str) = ``value`` of ``user_ns`` is a user
+    variable that can hold something (``variable_roots``'s rule for one name; ``hidden``:
+    ``hidden_ns(shell)``)."""
+    if inert(value):  # first: the cheapest test, true of most names of a large namespace
+        return False
+    if SYSTEM_NAME.match(name) or is_output_name(shell, name, value):
+        return False
+    if hidden is None:
+        return not DUNDER_NAME.match(name)
+    return hidden.get(name, MISSING) is not value
+
+
+def output_names(shell):
+    """The names of ``user_ns`` that can be output-cache names now (list of str, without
+    reading the namespace): ``_``, ``__``, ``___`` and ``_<n>`` for each int key ``n`` of the
+    output caches, in that order (the order IPython binds them in)."""
+    names = list(DISPLAYHOOK_SLOTS)
+    seen = set(names)
+    for cache in output_caches(shell):
+        for key in list(cache):
+            if type(key) is int:
+                name = f"_{key}"
+                if name not in seen:
+                    seen.add(name)
+                    names.append(name)
+    return names
+
+
+def output_roots(shell, large=False):
     """Output cache: (holder name, value): ``Out[n]``, ``_n``, ``_``, ``__``, ``___`` (user_ns,
     user_ns_hidden, the display hook's own slots) and the last result (named ``_``). Which
-    cells a value is the output of: ``output_cells``."""
+    cells a value is the output of: ``output_cells``. ``large``: look the output names of
+    ``user_ns`` up (``output_names``) instead of reading every name (``namespace``)."""
     out = []
     ns = shell.user_ns
     hidden = hidden_ns(shell)
-    for space in (ns, hidden or {}):
-        for name, value in list(space.items()):
+    if large:
+        found = ((n, dict.get(ns, n, MISSING)) for n in output_names(shell))
+        named = [(n, v) for n, v in found if v is not MISSING]
+    else:
+        named = list(ns.items())
+    for space in (named, list((hidden or {}).items())):
+        for name, value in space:
             output = type(name) is str and is_output_name(shell, name, value)
-            if output and id(type(value)) not in LEAF_IDS:
+            if output and not inert(value):
                 out.append((name, value))
     displayhook = getattr(shell, "displayhook", None)
     for slot in DISPLAYHOOK_SLOTS:
@@ -167,7 +195,7 @@ def output_roots(shell):
             out.append((slot, value))
     for cache in output_caches(shell):
         for key, value in list(cache.items()):
-            if id(type(value)) not in LEAF_IDS:
+            if not inert(value):
                 out.append(("Out[" + peek.key_text(key) + "]", value))
     last = getattr(shell, "last_execution_result", None)
     value = vars_of(last).get("result") if last is not None else None

@@ -35,6 +35,34 @@ PLAIN_CONTAINERS = (list, tuple, dict, set, frozenset)
 LEAF_IDS = frozenset(map(id, LEAF_TYPES))
 PLAIN_IDS = frozenset(map(id, PLAIN_CONTAINERS))
 MISSING = object()
+# Items of a plain container looked at to call it inert (``inert``).
+INERT_ITEMS = 64
+
+
+def inert(value):
+    """Whether ``value`` can hold nothing an inventory reports (no tensor, model, exception,
+    frame, optimizer, process handle) and the holder walk would enter nothing of it: a leaf
+    (``LEAF_TYPES``); a module, class or other ``OPAQUE_TYPES`` object; a plain function (no
+    closure, defaults or keyword defaults); or a list, tuple, dict, set or frozenset (the exact
+    types) of at most ``INERT_ITEMS`` items that are all leaves (a dict's keys and values).
+    Such variables (``v0 = [0]``, ``import numpy as np``, ``def f(x): ...``) are no roots: a
+    namespace of 100,000 of them costs the walk nothing. Reads builtin containers and the
+    function type's own slots only: runs no code of the user."""
+    cls = type(value)
+    key = id(cls)
+    if key in LEAF_IDS:
+        return True
+    if key not in PLAIN_IDS:
+        if cls is types.FunctionType:
+            return (
+                value.__closure__ is None
+                and value.__defaults__ is None
+                and value.__kwdefaults__ is None
+            )
+        return issubclass(cls, OPAQUE_TYPES)
+    if len(value) > INERT_ITEMS or not LEAF_IDS.issuperset(map(id, map(type, value))):
+        return False
+    return cls is not dict or LEAF_IDS.issuperset(map(id, map(type, value.values())))
 
 
 def describe(exc, library=False):

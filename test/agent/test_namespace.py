@@ -1,0 +1,140 @@
+"""Issue 31, item 5, in a real kernel: a namespace of 20,000 names costs a cell what the cell did
+(``namespace``), and no partial read makes the inventory say less than a full one would.
+
+Past 2,000 names the agent reads, after a cell, the user variables that can hold something (the
+roots), the names the cell mentions and those the functions it calls use, the names it added
+and the next 1,000 names in turn; the inventory's ``namespace`` says how many it read. Each
+way a cell can bind a model is tried: a plain assignment, a function that binds a global, a
+function that appends to a global list, ``exec`` (read whole), a list reached only through
+another name (found by the slices within names / 1,000 cells), a function that reaches a list
+by a computed name (the model looks unreached: read whole before saying so), and a key that
+is not a ``str`` (the namespace is then read whole at every cell, and the key's ``__eq__``
+never runs)."""
+
+import pytest
+from conftest import MODULE
+
+pytestmark = pytest.mark.timeout(300)
+
+NAMES = 20_000
+SLICE = 1000  # namespace.SLICE_NAMES
+TAIL = 64  # namespace.TAIL_NAMES
+
+
+def holders_of(inventory, class_name, features):
+    """The holder names of the model of ``class_name`` with ``features`` input features."""
+    for entry in inventory["models"]:
+        size = features * features + features
+        if entry["className"] == class_name and entry["parameters"] == size:
+            return {h["name"] for h in entry["holders"]}
+    raise AssertionError(f"no {class_name}({features}) in {inventory['models']}")
+
+
+class Session:
+    def __init__(self, kernel, comm):
+        self.kernel = kernel
+        self.comm = comm
+
+    def cell(self, code):
+        """Run ``code`` as a cell; the inventory sent after it."""
+        n = len(self.comm.messages("inventory"))
+        self.kernel.run(code)
+        return self.comm.wait_for("inventory", n + 1, timeout=60)[n]
+
+
+@pytest.fixture
+def session(new_kernel):
+    kernel = new_kernel()
+    kernel.inject()
+    comm = kernel.open_comm(1000)
+    s = Session(kernel, comm)
+    s.cell("import torch")
+    return s
+
+
+def partial(inventory):
+    """Whether the inventory read only part of the namespace, and no more than its bound."""
+    fact = inventory["namespace"]
+    assert fact["names"] > NAMES
+    if fact["read"] >= fact["names"]:
+        return False
+    # the roots, the cell's few names, the tail and one slice
+    assert fact["read"] <= fact["roots"] + TAIL + SLICE + 20, fact
+    return True
+
+
+def test_each_way_of_binding_a_model_is_seen_in_a_large_namespace(session):
+    s = session
+    first = s.cell(f"get_ipython().user_ns.update(('v%d' % i, [i]) for i in range({NAMES}))")
+    fact = first["namespace"]
+    assert fact["read"] == fact["names"] > NAMES  # user_ns named: read whole
+
+    # a plain assignment: the cell's own name
+    inv = s.cell("m = torch.nn.Linear(4, 4)")
+    assert partial(inv)
+    assert holders_of(inv, "Linear", 4) == {"m"}
+
+    # a function that binds a global, and one that appends to an existing (inert) list
+    s.cell(
+        "def make():\n    global v7\n    v7 = torch.nn.Linear(2, 2)\n\n"
+        "def add(x):\n    v17.append(x)"
+    )
+    inv = s.cell("make()")
+    assert partial(inv)
+    assert holders_of(inv, "Linear", 2) == {"v7"}
+    inv = s.cell("add(torch.nn.Linear(3, 3))")
+    assert partial(inv)
+    assert holders_of(inv, "Linear", 3) == {"v17"}
+
+    # exec: any name may have changed, read whole
+    inv = s.cell("exec('v9 = torch.nn.Linear(5, 5)')")
+    assert inv["namespace"]["read"] == inv["namespace"]["names"]
+    assert holders_of(inv, "Linear", 5) == {"v9"}
+
+    # a list reached through another name: found there at once, under its own name once
+    # the slices come round to it
+    s.cell("box = [v11]")
+    inv = s.cell("box[0].append(torch.nn.Linear(6, 6))")
+    assert partial(inv)
+    assert "box" in holders_of(inv, "Linear", 6)
+    for _ in range(NAMES // SLICE + 2):
+        inv = s.cell("pass")
+        if holders_of(inv, "Linear", 6) == {"box", "v11"}:
+            break
+    assert holders_of(inv, "Linear", 6) == {"box", "v11"}
+
+    # a function that reaches a list by a computed name: nothing the cell names reaches the
+    # model, so the namespace is read whole before it is called unreached
+    s.cell("import sys\ndef hide(x):\n    getattr(sys.modules[__name__], 'v' + '18').append(x)")
+    inv = s.cell("hide(torch.nn.Linear(7, 7))")
+    assert inv["namespace"]["read"] == inv["namespace"]["names"]
+    assert holders_of(inv, "Linear", 7) == {"v18"}
+
+    # nothing changed: the inventory is re-sent, one slice read
+    inv = s.cell("pass")
+    assert inv["skipped"] and partial(inv)
+
+
+def test_a_key_that_is_not_a_str_is_never_compared(session):
+    s = session
+    s.cell(
+        "class Key(str):\n"
+        "    calls = 0\n"
+        "    def __eq__(self, other):\n"
+        "        Key.calls += 1\n"
+        "        return str.__eq__(self, other)\n"
+        "    __hash__ = str.__hash__"
+    )
+    inv = s.cell(
+        f"get_ipython().user_ns.update(('v%d' % i, [i]) for i in range({NAMES}))\n"
+        "get_ipython().user_ns[Key('m')] = torch.nn.Linear(4, 4)"
+    )
+    # read whole at every cell, as a small namespace is: the key is skipped and counted
+    assert "namespace" not in inv
+    assert inv["unread"]["reasons"].get("name not a str") == 1
+    inv = s.cell("w = torch.nn.Linear(2, 2)\nv5 = w")
+    assert "namespace" not in inv
+    assert holders_of(inv, "Linear", 2) == {"w", "v5"}
+    assert s.kernel.evaluate(calls="Key.calls")["calls"] == 0
+    agent = s.kernel.evaluate(n=f"__import__('sys').modules[{MODULE!r}]._agent is not None")
+    assert agent["n"] is True
