@@ -360,10 +360,13 @@ const inventory = z.object({
   ),
   /**
    * A namespace of more than 2,000 names (agent 0.11.0; absent below that
-   * and from older agents): its size, the names read for this inventory
-   * and the user variables that can hold something.
+   * and from older agents): its size, the names read for this inventory,
+   * the user variables that can hold something and the cells within which
+   * every name is read again.
    */
-  namespace: z.optional(z.object({ names: count, read: count, roots: count }))
+  namespace: z.optional(
+    z.object({ names: count, read: count, roots: count, cycle: count })
+  )
 });
 
 const beforeAfter = z.object({ before: bytes, after: bytes });

@@ -191,24 +191,20 @@ export function limitLine(limit: ILimit, trans: TranslationBundle): string {
 
 /**
  * The line that says how the agent reads a namespace of more than 2,000
- * names (`inventory.namespace`, agent 0.11.0): names a cell does not mention
- * are read again 1,000 per cell, so a change made out of sight (a thread)
- * shows within `names / 1,000` cells.
+ * names (`inventory.namespace`, agent 0.11.0): names the cells do not
+ * mention are read again in turn, every one within `cycle` cells.
  */
 export function namespaceLine(
-  namespace: { names: number; read: number; roots: number },
+  namespace: { names: number; read: number; cycle: number },
   trans: TranslationBundle
 ): string {
   return trans.__(
     'Large namespace: %1 names, %2 read after the last cell; a name the cells do not mention is read again within %3 cells',
     namespace.names.toLocaleString(),
     namespace.read.toLocaleString(),
-    Math.ceil(namespace.names / NAMESPACE_SLICE).toLocaleString()
+    namespace.cycle.toLocaleString()
   );
 }
-
-/** Names of a large namespace the agent reads again in turn after each cell (`namespace.SLICE_NAMES`). */
-const NAMESPACE_SLICE = 1000;
 
 /** The summary lines of a running kernel whose models are `models`. */
 function summaryLines(

@@ -189,7 +189,7 @@ describe('the gauge says each limit once, in its details', () => {
     expect(gaugeState(model, DEFAULT_SETTINGS, trans).details.limits).toEqual(
       []
     );
-    const namespace = { names: 100_046, read: 1_070, roots: 5 };
+    const namespace = { names: 100_046, read: 1_070, roots: 5, cycle: 391 };
     const parsed = parseKernelMessage({ ...c01Inventory(), namespace });
     expect(
       parsed.ok && parsed.message.type === 'inventory' && parsed.message
@@ -203,7 +203,7 @@ describe('the gauge says each limit once, in its details', () => {
     model.apply({ ...c01Inventory(), namespace });
     const line = namespaceLine(namespace, trans);
     expect(line).toBe(
-      `Large namespace: ${(100_046).toLocaleString()} names, ${(1_070).toLocaleString()} read after the last cell; a name the cells do not mention is read again within 101 cells`
+      `Large namespace: ${(100_046).toLocaleString()} names, ${(1_070).toLocaleString()} read after the last cell; a name the cells do not mention is read again within 391 cells`
     );
     expect(gaugeState(model, DEFAULT_SETTINGS, trans).details.limits).toEqual([
       line

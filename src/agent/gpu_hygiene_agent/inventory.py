@@ -121,6 +121,20 @@ def unreached(message):
     )
 
 
+# More unattributed CUDA memory than at the last full read that makes a partial read of a large
+# namespace read every name (bytes).
+UNATTRIBUTED_SLACK = 1 << 20
+
+
+def more_unattributed(message, before):
+    """Whether an inventory ``message`` finds, on some device, more than ``UNATTRIBUTED_SLACK``
+    bytes more CUDA memory that no root reaches than ``before`` ({device: bytes})."""
+    return any(
+        nbytes > before.get(device, 0) + UNATTRIBUTED_SLACK
+        for device, nbytes in (message.get("unattributed") or {}).items()
+    )
+
+
 class LastInventory(NamedTuple):
     fingerprint: tuple  # fingerprint.fingerprint() right after it was built
     message: dict
@@ -151,8 +165,10 @@ class Inventory:
         # values while an inventory is built (a frame that keeps this object must not make
         # them look held twice)
         self.own_ids = frozenset(own_ids) | {id(self), id(self.names)}
-        # models no root reached at the last full read of a large namespace (``unreached``)
+        # what no root reached at the last full read of a large namespace: models
+        # (``unreached``), CUDA bytes per device (``more_unattributed``)
         self.unreached = frozenset()
+        self.unattributed = {}
         self.on_error = on_error
         self.seq = itertools.count(1)
         self.last = None  # LastInventory of the last full inventory, or None
@@ -217,15 +233,19 @@ class Inventory:
         message = self.fresh(execution_count, started, since)
         if self.names.active:
             hidden = unreached(message)
-            if not self.names.full and not hidden <= self.unreached:
-                # a model no root reached after a partial read of a large namespace, which
-                # the last full read did not find unreached: read every name before saying so
+            if not self.names.full and (
+                not hidden <= self.unreached or more_unattributed(message, self.unattributed)
+            ):
+                # after a partial read of a large namespace, a model no root reached or CUDA
+                # memory no root reached that the last full read did not find so: read every
+                # name before saying so
                 self.names.refresh(self.shell)
                 current = self.fingerprint()
                 message = self.fresh(execution_count, started)
                 hidden = unreached(message)
             if self.names.full:
                 self.unreached = hidden
+                self.unattributed = dict(message.get("unattributed") or {})
         # the fingerprint after the walk: the walk itself adds unpickled models
         after = fingerprint.refreshed(current, self.tracker, self.stats)
         self.last = LastInventory(after, message)
@@ -291,13 +311,15 @@ class Inventory:
     def namespace_fact(self, message):
         """Set the ``namespace`` of ``message`` where the namespace is large (``namespace``):
         ``{"names": names in user_ns, "read": names read for this inventory, "roots": user
-        variables that can hold something}``; remove it otherwise."""
+        variables that can hold something, "cycle": cells within which every name is read
+        again}``; remove it otherwise."""
         names = self.names
         if names.active:
             message["namespace"] = {
                 "names": names.size,
                 "read": names.read,
                 "roots": len(names.roots),
+                "cycle": -(-names.size // namespace.SLICE_NAMES),
             }
         else:
             message.pop("namespace", None)
