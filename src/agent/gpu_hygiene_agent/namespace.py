@@ -144,7 +144,11 @@ class NamespaceIndex:
     def __init__(self):
         self.active = False
         self.roots = {}  # name -> None: the root names, in the namespace's order
-        self.cursor = 0  # where the next slice starts
+        self.cursor = 0  # where the next slice starts in ``keys``
+        # the namespace's names (exact str) when this round of slices began: a slice is
+        # taken from it (no pass over the dict to reach the cursor); a name added since is
+        # read at the cell that added it (the tail) and in the next round
+        self.keys = None
         self.size = 0  # len(namespace) at the last refresh
         self.pairs = None  # [(name, value)] of the roots, for one inventory (``release``)
         self.full = False  # whether the last refresh read every name
@@ -187,6 +191,7 @@ class NamespaceIndex:
         self.pairs = pairs
         self.full = True
         self.read = len(ns)
+        self.keys = None  # every name was read: the next round starts now
         return True
 
     def _read_some(self, shell, ns, hidden, names, size):
@@ -196,9 +201,11 @@ class NamespaceIndex:
         # a new key last, also one deleted and bound again), and a few more
         grown = max(0, size - self.size)
         tail = list(itertools.islice(reversed(ns), grown + TAIL_NAMES))
-        start = self.cursor if self.cursor < size else 0
-        chunk = list(itertools.islice(ns, start, start + SLICE_NAMES))
-        self.cursor = start + SLICE_NAMES
+        if self.keys is None or self.cursor >= len(self.keys):
+            self.keys = list(ns)
+            self.cursor = 0
+        chunk = self.keys[self.cursor : self.cursor + SLICE_NAMES]
+        self.cursor += SLICE_NAMES
         if any(type(k) is not str for k in tail) or any(type(k) is not str for k in chunk):
             return False
         check = dict.fromkeys(self.roots)
