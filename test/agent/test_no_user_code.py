@@ -405,3 +405,25 @@ def test_a_large_namespace_and_a_variable_holding_globals(new_kernel):
     assert inventory["skipped"] is True
     _, inventory = run_and_inventory(kernel, comm, "x = 1")
     assert inventory["skipped"] is True
+
+
+def test_what_torch_warns_about_is_never_read(new_kernel):
+    """The agent reads gradients through torch's slots; torch warns (a ``UserWarning`` the
+    kernel prints into the cell) when the ``.grad`` of a non-leaf tensor is read. The classic
+    ``losses.append(loss)`` list holds such tensors: the agent prints nothing, also where the
+    user asked Python to show every warning, and still counts the graphs they keep."""
+    kernel, comm = start(new_kernel)
+    cells = [
+        "import warnings, torch\nwarnings.simplefilter('always')",
+        "w = torch.ones(64, 64, requires_grad=True)\n"
+        "losses = [(w @ w).sum() for _ in range(3)]",
+        "kept = (w * 2).sum()\nkept.retain_grad()\nkept.backward()",
+        "losses.append((w * 3).sum())",
+    ]
+    for code in cells:
+        result, inventory = run_and_inventory(kernel, comm, code)
+        assert result.stderr == "" and result.stdout == "", (code, result.stderr)
+    assert [g["name"] for g in inventory["graphs"]] == ["losses"]
+    # the user's own read still warns: the filter is theirs and in place
+    result, _inventory = run_and_inventory(kernel, comm, "losses[0].grad")
+    assert "UserWarning" in result.stderr

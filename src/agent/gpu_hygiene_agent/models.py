@@ -110,21 +110,42 @@ def dead_ref():
     return None
 
 
-_GRAD_SLOTS = {}  # id(tensor class) -> (class, its ``_grad`` descriptor), kept with the class
+_GRAD_SLOTS = {}  # id(tensor class) -> (class, its ``_grad``, ``is_leaf``, ``retains_grad``)
+
+
+def _grad_slots(cls):
+    """(cls, its ``_grad``, ``is_leaf``, ``retains_grad`` as found on the class without running
+    it), looked up once per class."""
+    entry = _GRAD_SLOTS.get(id(cls))
+    if entry is None or entry[0] is not cls:
+        entry = _GRAD_SLOTS[id(cls)] = (
+            cls,
+            peek.static_class_attr(cls, "_grad"),
+            peek.static_class_attr(cls, "is_leaf"),
+            peek.static_class_attr(cls, "retains_grad"),
+        )
+    return entry
 
 
 def tensor_grad(tensor):
-    """A tensor's ``.grad`` (or None), read through torch's own ``_grad`` slot descriptor (no
-    non-leaf warning; a subclass's ``_grad``/``grad`` property is never called: None)."""
+    """A tensor's ``.grad`` (or None), read through torch's own ``_grad`` slot descriptor (a
+    subclass's ``_grad``/``grad`` property is never called: None). A non-leaf tensor that does
+    not retain its gradient has none: its ``_grad`` is not read at all, since torch warns when
+    it is (a ``UserWarning`` the kernel would print into the user's cell: ``losses =
+    [loss, ...]``); ``is_leaf`` and ``retains_grad`` are read through their slots too."""
     cls = type(tensor)
-    entry = _GRAD_SLOTS.get(id(cls))
-    if entry is None or entry[0] is not cls:
-        entry = _GRAD_SLOTS[id(cls)] = (cls, peek.static_class_attr(cls, "_grad"))
-    descriptor = entry[1]
+    _cls, descriptor, is_leaf, retains = _grad_slots(cls)
     if type(descriptor) is not peek.GETSET:
         return None
     try:
-        return descriptor.__get__(tensor, type(tensor))
+        if (
+            type(is_leaf) is peek.GETSET
+            and type(retains) is peek.GETSET
+            and not is_leaf.__get__(tensor, cls)
+            and not retains.__get__(tensor, cls)
+        ):
+            return None
+        return descriptor.__get__(tensor, cls)
     except Exception:
         return None
 
@@ -231,10 +252,7 @@ def _base_reads(tensors):
         base = _BASE_READS["torch"] = (torch, data_ptr, grad)
     _torch, data_ptr, grad = base
     for cls in set(map(type, tensors)):
-        entry = _GRAD_SLOTS.get(id(cls))
-        if entry is None or entry[0] is not cls:
-            entry = _GRAD_SLOTS[id(cls)] = (cls, peek.static_class_attr(cls, "_grad"))
-        if entry[1] is not grad:
+        if _grad_slots(cls)[1] is not grad:
             return None
     return data_ptr, grad.__get__
 
