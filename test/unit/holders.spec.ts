@@ -6,6 +6,7 @@ import {
   rootsSummary,
   tensorRows
 } from '../../src/analysis/memory/holders';
+import { userModels } from '../../src/analysis/findings/user-models';
 import type { IInventory } from '../../src/protocol';
 import { c01Inventory, c08Inventory, held, yolo } from './fixtures';
 
@@ -146,6 +147,69 @@ describe('protocol 2: paths, parts, roots', () => {
       total: 0
     });
     expect(rootsSummary(null, 'cuda:0')).toBeNull();
+  });
+
+  it('counts models the way the gauge and the findings do (issue 28, item 6)', () => {
+    // 57 layers that outlived their model in a reference cycle: the agent
+    // lists 57 modules under the "nothing named" row; they are no models
+    const layers = Array.from({ length: 57 }, (_, i) =>
+      yolo({
+        id: `layer-${i}`,
+        order: 10 + i,
+        className: 'Conv',
+        family: 'torch',
+        bytes: { 'cuda:0': MiB },
+        holders: [
+          {
+            kind: 'hidden',
+            name: 'unreachable from the namespace',
+            path: 'unreachable from the namespace'
+          }
+        ],
+        stale: true
+      })
+    );
+    const base = inventory();
+    const data: IInventory = {
+      ...base,
+      models: [...base.models, ...layers],
+      roots: [
+        {
+          kind: 'hidden',
+          name: 'unreachable from the namespace',
+          bytes: { 'cuda:0': 57 * MiB },
+          models: 57,
+          tensors: 0
+        },
+        // the agent counts every module the root reaches (the YOLO and its
+        // DetectionModel): one model of the user's
+        {
+          kind: 'variable',
+          name: 'model',
+          bytes: { 'cuda:0': 260 * MiB },
+          models: 2,
+          tensors: 0
+        },
+        {
+          kind: 'output',
+          name: 'Out[2]',
+          bytes: { 'cuda:0': 12 * MiB },
+          models: 1,
+          tensors: 0
+        }
+      ]
+    };
+    const rows = rootsSummary(data, 'cuda:0')!.rows;
+    expect(rows.map(r => [r.name, r.models])).toEqual([
+      ['model', 1],
+      ['unreachable from the namespace', 0],
+      ['Out[2]', 1]
+    ]);
+    // the same figure as the gauge's "Live models": the user's models
+    expect(userModels(data).map(m => m.id)).toEqual(
+      expect.arrayContaining(['small', 'big'])
+    );
+    expect(userModels(data).some(m => m.id.startsWith('layer-'))).toBe(false);
   });
 
   it('filters loose tensors by device and formats shapes', () => {

@@ -246,8 +246,15 @@ export interface IRootRow {
   bytes: number;
   /** Bytes per device, as the agent reported them. */
   perDevice: Record<string, number>;
-  /** Models and loose tensors counted under this root. */
+  /**
+   * The user's models (`userModels`: the gauge's and the findings' notion)
+   * this root reaches, whole or in part: 0 for the row of what nothing
+   * names (modules nothing reaches are no models: the `unreachable`
+   * finding counts them), never the agent's count of every module under
+   * the root (submodules, layers outliving their model).
+   */
   models: number;
+  /** Loose tensors counted under this root (the agent's count). */
   tensors: number;
 }
 
@@ -283,13 +290,20 @@ export function rootsSummary(
   }
   const on = (perDevice: Record<string, number>): number =>
     device === null ? sumBytes(perDevice) : (perDevice[device] ?? 0);
+  const models = userModels(inventory);
+  const reached = (root: IRootBytes): number =>
+    root.kind === 'hidden'
+      ? 0
+      : models.filter(m =>
+          m.holders.some(h => h.kind === root.kind && h.name === root.name)
+        ).length;
   const rows: IRootRow[] = (inventory.roots ?? [])
     .map((root: IRootBytes) => ({
       kind: root.kind,
       name: root.name,
       bytes: on(root.bytes),
       perDevice: root.bytes,
-      models: root.models,
+      models: reached(root),
       tensors: root.tensors
     }))
     .filter(row => row.bytes > 0)
