@@ -415,8 +415,7 @@ def test_what_torch_warns_about_is_never_read(new_kernel):
     kernel, comm = start(new_kernel)
     cells = [
         "import warnings, torch\nwarnings.simplefilter('always')",
-        "w = torch.ones(64, 64, requires_grad=True)\n"
-        "losses = [(w @ w).sum() for _ in range(3)]",
+        "w = torch.ones(64, 64, requires_grad=True)\nlosses = [(w @ w).sum() for _ in range(3)]",
         "kept = (w * 2).sum()\nkept.retain_grad()\nkept.backward()",
         "losses.append((w * 3).sum())",
     ]
