@@ -104,6 +104,12 @@ export interface IGpuSettings {
    * bytes); smaller ones are only listed in the VRAM panel. Default 1.
    */
   toastMinMiB: number;
+  /**
+   * Findings holding less than this, MiB (all devices of the finding's
+   * bytes, more than 0), are left out of the panel's list (a button shows
+   * them) and of the gauge's count (`splitAtFloor`). Default 1; 0 lists all.
+   */
+  findingFloorMiB: number;
 }
 
 /** Defaults, identical to schema/plugin.json. */
@@ -120,7 +126,8 @@ export const DEFAULT_SETTINGS: IGpuSettings = {
   warnOnOutOfMemory: true,
   warnOnGraphHolders: true,
   warnOnFindings: true,
-  toastMinMiB: 1
+  toastMinMiB: 1,
+  findingFloorMiB: 1
 };
 
 /**

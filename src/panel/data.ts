@@ -3,7 +3,12 @@
  * settings (unit-tested without a DOM).
  */
 import { memoryBands } from '../analysis/memory/bands';
-import { factsOf, findings, IFinding } from '../analysis/findings';
+import {
+  factsOf,
+  findings,
+  IFinding,
+  splitAtFloor
+} from '../analysis/findings';
 import {
   cellRows,
   ICellRow,
@@ -101,8 +106,10 @@ export interface IPanelData {
   tensors: ITensorInfo[];
   /** Variables that keep autograd graphs alive, largest first. */
   graphs: IGraphRow[];
-  /** The kernel's findings, largest first (`findings()`). */
+  /** The kernel's findings at or above the floor, largest first (`findings()`, `splitAtFloor`). */
   findings: IFinding[];
+  /** Its findings below the floor (`findingFloorMiB`), largest first: listed on request. */
+  smallFindings: IFinding[];
   /** Whether the inventory hit a walk bound (holders may be incomplete). */
   truncated: boolean;
   /** Leak trend of `device` (verdict `no-data` without a GPU). */
@@ -181,7 +188,10 @@ export function deviceChoices(model: GpuKernelModel): IDeviceChoice[] {
  */
 export function panelData(
   model: GpuKernelModel,
-  settings: Pick<IGpuSettings, 'leakMinPoints' | 'leakMinR2'>,
+  settings: Pick<
+    IGpuSettings,
+    'leakMinPoints' | 'leakMinR2' | 'findingFloorMiB'
+  >,
   device: number | null,
   sort: IHolderSort = DEFAULT_HOLDER_SORT
 ): IPanelData {
@@ -226,7 +236,7 @@ export function panelData(
     roots: rootsSummary(model.inventory, gpu ? `cuda:${chosen}` : null),
     tensors: tensorRows(model.inventory, gpu ? `cuda:${chosen}` : null),
     graphs: graphRows(model.inventory),
-    findings: findings(factsOf(model)),
+    ...Private.atFloor(findings(factsOf(model)), settings.findingFloorMiB),
     truncated: model.inventory?.truncated ?? false,
     trend,
     projection:
@@ -238,4 +248,16 @@ export function panelData(
       ? nextExecutionCount(model.cells)
       : null
   };
+}
+
+/** Module-private helpers. */
+namespace Private {
+  /** The panel's `findings` and `smallFindings` (`splitAtFloor`). */
+  export function atFloor(
+    list: IFinding[],
+    floorMiB: number
+  ): { findings: IFinding[]; smallFindings: IFinding[] } {
+    const { shown, small } = splitAtFloor(list, floorMiB);
+    return { findings: shown, smallFindings: small };
+  }
 }

@@ -12,6 +12,7 @@ import {
   DEFAULT_GPU_PROCESS_SORT,
   IGpuProcessSort
 } from '../analysis/processes/device-processes';
+import { formatBytes } from '../analysis/format';
 import { DEFAULT_HOLDER_SORT, IHolderSort } from '../analysis/memory/holders';
 import type { GpuKernelModel } from '../model';
 import { gpuProcessesOf } from '../other-kernels';
@@ -48,7 +49,7 @@ export interface IPanelContentProps {
   data: IPanelData;
   /** Notebook the kernel belongs to, for the heading. */
   notebook: string | null;
-  settings: Pick<IGpuSettings, 'leakMinPoints'>;
+  settings: Pick<IGpuSettings, 'leakMinPoints' | 'findingFloorMiB'>;
   scale: 'device' | 'data';
   sort: IHolderSort;
   onDevice: (index: number) => void;
@@ -284,6 +285,75 @@ function HoldersSection(
 }
 
 /**
+ * The findings: those at or above the floor (`findingFloorMiB`), then a
+ * button (`data-action="show-small-findings"`) that lists those below it
+ * (`ul.jp-GpuHygiene-smallFindings`) until pressed again. Renders nothing
+ * without a finding.
+ */
+export function FindingsSection(props: {
+  /** Findings at or above the floor, largest first. */
+  findings: ReadonlyArray<IFinding>;
+  /** Findings below the floor, largest first. */
+  small: ReadonlyArray<IFinding>;
+  /** The floor, MiB. */
+  floorMiB: number;
+  onFix: (finding: IFinding) => void;
+  captionOf?: (finding: IFinding) => string;
+  trans: TranslationBundle;
+}): JSX.Element | null {
+  const { findings, small, trans } = props;
+  const [showSmall, setShowSmall] = useState(false);
+  if (!findings.length && !small.length) {
+    return null;
+  }
+  const floor = formatBytes(Math.max(0, props.floorMiB) * 2 ** 20);
+  return (
+    <>
+      <h3 className="jp-GpuHygiene-heading">{trans.__('Findings')}</h3>
+      <FindingsTable
+        findings={findings}
+        onFix={props.onFix}
+        captionOf={props.captionOf}
+        trans={trans}
+      />
+      {small.length > 0 && (
+        <button
+          type="button"
+          className="jp-GpuHygiene-action jp-GpuHygiene-showSmall"
+          data-action="show-small-findings"
+          aria-expanded={showSmall}
+          onClick={() => setShowSmall(!showSmall)}
+        >
+          {showSmall
+            ? trans._n(
+                'Hide %1 finding under %2',
+                'Hide %1 findings under %2',
+                small.length,
+                floor
+              )
+            : trans._n(
+                'Show %1 finding under %2',
+                'Show %1 findings under %2',
+                small.length,
+                floor
+              )}
+        </button>
+      )}
+      {showSmall && small.length > 0 && (
+        <div className="jp-GpuHygiene-smallFindings">
+          <FindingsTable
+            findings={small}
+            onFix={props.onFix}
+            captionOf={props.captionOf}
+            trans={trans}
+          />
+        </div>
+      )}
+    </>
+  );
+}
+
+/**
  * The panel for one kernel. Pure: renders its props.
  */
 export function PanelContent(props: IPanelContentProps): JSX.Element {
@@ -306,17 +376,14 @@ export function PanelContent(props: IPanelContentProps): JSX.Element {
         trans={trans}
       />
       {status && <EmptyState kind={data.status}>{status}</EmptyState>}
-      {data.findings.length > 0 && (
-        <>
-          <h3 className="jp-GpuHygiene-heading">{trans.__('Findings')}</h3>
-          <FindingsTable
-            findings={data.findings}
-            onFix={props.onFix ?? (() => undefined)}
-            captionOf={props.fixCaption}
-            trans={trans}
-          />
-        </>
-      )}
+      <FindingsSection
+        findings={data.findings}
+        small={data.smallFindings}
+        floorMiB={props.settings.findingFloorMiB}
+        onFix={props.onFix ?? (() => undefined)}
+        captionOf={props.fixCaption}
+        trans={trans}
+      />
       <ChartSection {...props} waiting={waiting} />
       <TrendSummary
         trend={data.trend}

@@ -206,15 +206,19 @@ export function namespaceLine(
   );
 }
 
-/** The summary lines of a running kernel whose models are `models`. */
+/**
+ * The summary lines of a running kernel whose models are `models`; the
+ * findings counted are those the panel lists (at or above `floorMiB`).
+ */
 function summaryLines(
   model: GpuKernelModel,
   models: ReadonlyArray<IModelInfo>,
+  floorMiB: number,
   trans: TranslationBundle
 ): ISummaryLines {
   const stale = models.filter(m => m.stale).length;
   return {
-    findings: Private.findingsLine(model, trans),
+    findings: Private.findingsLine(model, floorMiB, trans),
     models:
       models.length === 0
         ? trans.__('Live models: none')
@@ -316,7 +320,7 @@ export function gaugeState(
   }
   // One notion of model: modules nothing reaches and parts are not models.
   const models = userModels(model.inventory);
-  const summary = summaryLines(model, models, trans);
+  const summary = summaryLines(model, models, settings.findingFloorMiB, trans);
   const device = model.primaryDevice();
   if (!device || device.total === null || device.used === null) {
     return noGpuState(model, models, summary, trans);
@@ -383,6 +387,7 @@ namespace Private {
    */
   export function findingsLine(
     model: GpuKernelModel,
+    floorMiB: number,
     trans: TranslationBundle
   ): string[] {
     const rules = loadedFindings();
@@ -390,7 +395,7 @@ namespace Private {
       return [];
     }
     const { warnings, warningBytes, infos } = rules.summarizeFindings(
-      rules.findings(rules.factsOf(model))
+      rules.splitAtFloor(rules.findings(rules.factsOf(model)), floorMiB).shown
     );
     const parts = [
       ...(warnings

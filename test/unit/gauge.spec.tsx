@@ -57,6 +57,20 @@ describe('gaugeState', () => {
     ]);
   });
 
+  it('counts the findings the panel lists: none under the floor (findingFloorMiB)', () => {
+    const model = readyModel();
+    model.apply(gpuSample(120 * GiB, 141 * GiB));
+    model.apply(c01Inventory());
+    // the 12.1 MiB stale YOLO is under a 16 MiB floor; the CUDA context is not
+    const state = gaugeState(
+      model,
+      { ...DEFAULT_SETTINGS, findingFloorMiB: 16 },
+      trans
+    );
+    expect(state.tooltip).toContain('Findings: 1 info');
+    expect(state.tooltip.join('\n')).not.toMatch(/warning/);
+  });
+
   it('says "No GPU" and still counts models and their RAM', () => {
     const model = new GpuKernelModel({ kernelId: 'k2' });
     model.apply({

@@ -10,7 +10,12 @@ import { HoldersTable } from '../../src/panel/tables/holder-table';
 import { RootsTable } from '../../src/panel/tables/root-table';
 import { TensorsTable } from '../../src/panel/tables/tensor-table';
 import { TrendSummary } from '../../src/panel/trend';
-import { noGpuCause, PanelContent } from '../../src/panel/view';
+import {
+  FindingsSection,
+  noGpuCause,
+  PanelContent
+} from '../../src/panel/view';
+import type { IFinding } from '../../src/analysis/findings';
 import { graphRows } from '../../src/analysis/memory/graph-holders';
 import {
   DEFAULT_HOLDER_SORT,
@@ -697,5 +702,100 @@ describe('who holds VRAM (protocol 2)', () => {
       </>
     );
     expect(container.innerHTML).toBe('');
+  });
+});
+
+describe('FindingsSection (issue 28, item 5)', () => {
+  const noop = () => undefined;
+
+  function finding(id: string, bytes: Record<string, number>): IFinding {
+    return {
+      kind: 'output-tensors',
+      id,
+      severity: 'info',
+      subject: id,
+      bytes,
+      explain: () => `${id} keeps tensors`,
+      evidence: [id],
+      fix: { kind: 'none' }
+    } as IFinding;
+  }
+
+  it('lists the findings under the floor only on request', () => {
+    const big = finding('Out[2]', { 'cuda:0': 64 * 2 ** 20 });
+    const small = [
+      finding('Out[3]', { cpu: 4 }),
+      finding('Out[4]', { cpu: 20 })
+    ];
+    const { container } = render(
+      <FindingsSection
+        findings={[big]}
+        small={small}
+        floorMiB={1}
+        onFix={noop}
+        trans={trans}
+      />
+    );
+    const listed = () =>
+      Array.from(container.querySelectorAll('li[data-finding]')).map(li =>
+        li.getAttribute('data-finding')
+      );
+    expect(listed()).toEqual(['Out[2]']);
+    const button = screen.getByRole('button', {
+      name: 'Show 2 findings under 1.0 MiB'
+    });
+    expect(button.getAttribute('aria-expanded')).toBe('false');
+    fireEvent.click(button);
+    expect(listed()).toEqual(['Out[2]', 'Out[3]', 'Out[4]']);
+    fireEvent.click(
+      screen.getByRole('button', { name: 'Hide 2 findings under 1.0 MiB' })
+    );
+    expect(listed()).toEqual(['Out[2]']);
+  });
+
+  it('shows the heading and the button when every finding is small, nothing without findings', () => {
+    const { container, rerender } = render(
+      <FindingsSection
+        findings={[]}
+        small={[finding('Out[3]', { cpu: 4 })]}
+        floorMiB={1}
+        onFix={noop}
+        trans={trans}
+      />
+    );
+    expect(screen.getByText('Findings')).toBeTruthy();
+    expect(
+      screen.getByRole('button', { name: 'Show 1 finding under 1.0 MiB' })
+    ).toBeTruthy();
+    rerender(
+      <FindingsSection
+        findings={[]}
+        small={[]}
+        floorMiB={1}
+        onFix={noop}
+        trans={trans}
+      />
+    );
+    expect(container.textContent).toBe('');
+  });
+
+  it('panelData splits the kernel findings at the setting', () => {
+    const model = new GpuKernelModel({ kernelId: 'floor' });
+    model.apply(c01Inventory());
+    const all = panelData(
+      model,
+      { ...DEFAULT_SETTINGS, findingFloorMiB: 0 },
+      null
+    );
+    const high = panelData(
+      model,
+      { ...DEFAULT_SETTINGS, findingFloorMiB: 1_048_576 },
+      null
+    );
+    expect(all.smallFindings).toEqual([]);
+    expect(high.findings.length + high.smallFindings.length).toBe(
+      all.findings.length
+    );
+    expect(high.smallFindings.length).toBeGreaterThan(0);
   });
 });

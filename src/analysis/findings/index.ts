@@ -80,6 +80,36 @@ export function findings(
     );
 }
 
+/** The findings of a list worth showing, and those below the floor. */
+export interface IFindingsAtFloor {
+  /** Findings at or above the floor, or holding no bytes at all (in order). */
+  shown: IFinding[];
+  /** Findings holding more than 0 and less than the floor (in order). */
+  small: IFinding[];
+}
+
+/**
+ * Split findings at a floor (the `findingFloorMiB` setting): a finding that
+ * holds some bytes, fewer than `floorMiB` MiB on all its devices together
+ * (a 4 B loss, a 20 B parameter), is `small`; one that holds none (a
+ * process, a context) or at least the floor is `shown`.
+ *
+ * @param floorMiB - MiB; 0 or less: every finding is shown.
+ */
+export function splitAtFloor(
+  list: ReadonlyArray<IFinding>,
+  floorMiB: number
+): IFindingsAtFloor {
+  const floor = Math.max(0, floorMiB) * 2 ** 20;
+  const shown: IFinding[] = [];
+  const small: IFinding[] = [];
+  for (const finding of list) {
+    const bytes = sumBytes(finding.bytes);
+    (bytes > 0 && bytes < floor ? small : shown).push(finding);
+  }
+  return { shown, small };
+}
+
 /** The facts of a kernel model: its latest inventory and sample, and its hello. */
 export function factsOf(model: GpuKernelModel): IFacts {
   return {

@@ -2,6 +2,7 @@ import {
   FINDING_RULES,
   findings,
   fixCommand,
+  splitAtFloor,
   summarizeFindings
 } from '../../../src/analysis/findings';
 import { CommandIDs } from '../../../src/tokens';
@@ -27,6 +28,31 @@ describe('findings', () => {
       infos: 2
     });
     expect(FINDING_RULES).toHaveLength(15);
+  });
+
+  it('leaves findings under the floor out and keeps those that hold no bytes (issue 28, item 5)', () => {
+    const list = findings({
+      inventory: c08Inventory(),
+      sample: gpuSample(8000 * MiB, 80_000 * MiB),
+      hello: null
+    });
+    // a 4 B loss kept by a variable, and a finding about no memory at all
+    const tiny = { ...list[0], id: 'graph-holder:tiny', bytes: { cpu: 4 } };
+    const none = { ...list[1], id: 'no-bytes', bytes: {} };
+    const all = [...list, tiny, none];
+    const { shown, small } = splitAtFloor(all, 1);
+    expect(small.map(f => f.id)).toEqual(['graph-holder:tiny']);
+    expect(shown).toEqual([...list, none]);
+    // exactly at the floor is shown; a floor of 0 shows everything
+    expect(
+      splitAtFloor([{ ...tiny, bytes: { 'cuda:0': MiB } }], 1).small
+    ).toEqual([]);
+    expect(splitAtFloor(all, 0)).toEqual({ shown: all, small: [] });
+    // the bytes of all devices together
+    expect(
+      splitAtFloor([{ ...tiny, bytes: { cpu: MiB / 2, 'cuda:0': MiB / 2 } }], 1)
+        .small
+    ).toEqual([]);
   });
 
   it('no facts, no findings', () => {
