@@ -114,6 +114,39 @@ def test_each_way_of_binding_a_model_is_seen_in_a_large_namespace(session):
     inv = s.cell("pass")
     assert inv["skipped"] and partial(inv)
 
+    # an attribute or a comment is no word that binds names out of sight: model.eval()
+    inv = s.cell("m.eval()  # load, reset, run: words of a comment")
+    assert partial(inv)
+
+
+def test_a_model_bound_out_of_sight_is_not_called_stale(session):
+    """A function of another module binds a ``__main__`` global (a training callback keeping
+    the best model): no name of the cell reaches it. The model shown as a cell's value and
+    then rebound is not stale while that global holds it."""
+    s = session
+    s.cell(f"get_ipython().user_ns.update(('v%d' % i, [i]) for i in range({NAMES}))")
+    s.cell(
+        "import sys, types\n"
+        "callbacks = types.ModuleType('callbacks')\n"
+        "sys.modules['callbacks'] = callbacks\n"
+        "exec('import sys\\ndef keep(m):\\n    sys.modules[\"__main__\"].best = m', "
+        "callbacks.__dict__)\n"
+        "best = None\n"
+        # names bound after it: best is out of the tail the agent reads at each cell
+        "get_ipython().user_ns.update(('w%d' % i, [i]) for i in range(100))"
+    )
+    s.cell("net = torch.nn.Linear(8, 8)")
+    s.cell("net")  # Out[n] holds it too
+    inv = s.cell("callbacks.keep(net)")
+    assert holders_of(inv, "Linear", 8) >= {"net"}
+    inv = s.cell("net = torch.nn.Linear(9, 9)")
+    old = holders_of(inv, "Linear", 8)
+    assert "best" in old, old
+    entry = next(m for m in inv["models"] if m["parameters"] == 8 * 8 + 8)
+    assert entry["stale"] is False
+    # a model no variable named after a partial read: the namespace was read whole
+    assert inv["namespace"]["read"] == inv["namespace"]["names"]
+
 
 def test_more_unattributed_cuda_memory_makes_a_partial_read_read_whole():
     """The second guard of a partial read (``inventory.more_unattributed``): CUDA memory that

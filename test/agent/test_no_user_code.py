@@ -426,3 +426,19 @@ def test_what_torch_warns_about_is_never_read(new_kernel):
     # the user's own read still warns: the filter is theirs and in place
     result, _inventory = run_and_inventory(kernel, comm, "losses[0].grad")
     assert "UserWarning" in result.stderr
+
+
+def test_a_non_leaf_buffer_is_measured_without_a_warning(new_kernel):
+    """A model whose buffer is computed from its weight (a non-leaf tensor): the agent re-checks
+    the model's tensors at every cell and prints nothing."""
+    kernel, comm = start(new_kernel)
+    cells = [
+        "import warnings, torch\nwarnings.simplefilter('always')",
+        "net = torch.nn.Linear(16, 16)\nnet.register_buffer('ema', net.weight * 0.9)",
+        "tmp = object()",
+        "alias = net",
+    ]
+    for code in cells:
+        result, inventory = run_and_inventory(kernel, comm, code)
+        assert result.stderr == "" and result.stdout == "", (code, result.stderr)
+    assert [m["className"] for m in inventory["models"]] == ["Linear"]

@@ -100,7 +100,8 @@ def collector_paused():
     runs full (generation 2) collections in the middle of it, each a pass over every object of
     the kernel (150 ms with 260,000 objects here, half of a 10,000-variable inventory). What
     the inventory frees is freed by reference counting; the collector's next pass comes with
-    the user's next allocations, as it would without the agent."""
+    the user's next allocations, as it would without the agent. A thread of the user's that
+    calls ``gc.disable()`` during those milliseconds has it enabled again at their end."""
     if not gc.isenabled():
         yield
         return
@@ -109,16 +110,6 @@ def collector_paused():
         yield
     finally:
         gc.enable()
-
-
-def unreached(message):
-    """The ``id`` of each model an inventory ``message`` reports that no root reached
-    (frozenset of str)."""
-    return frozenset(
-        entry["id"]
-        for entry in message.get("models") or ()
-        if any(holder.get("kind") == "hidden" for holder in entry.get("holders") or ())
-    )
 
 
 # More unattributed CUDA memory than at the last full read that makes a partial read of a large
@@ -165,9 +156,10 @@ class Inventory:
         # values while an inventory is built (a frame that keeps this object must not make
         # them look held twice)
         self.own_ids = frozenset(own_ids) | {id(self), id(self.names)}
-        # what no root reached at the last full read of a large namespace: models
-        # (``unreached``), CUDA bytes per device (``more_unattributed``)
-        self.unreached = frozenset()
+        # what no variable named at the last full read of a large namespace: models
+        # ({model id: sys.getrefcount}, ``suspects``), CUDA bytes per device
+        # (``more_unattributed``)
+        self.unnamed = {}
         self.unattributed = {}
         self.on_error = on_error
         self.seq = itertools.count(1)
@@ -232,20 +224,31 @@ class Inventory:
             since = fingerprint.since(last.fingerprint, current)
         message = self.fresh(execution_count, started, since)
         if self.names.active:
-            hidden = unreached(message)
+            suspects = self.suspects(message)
             if not self.names.full and (
-                not hidden <= self.unreached or more_unattributed(message, self.unattributed)
+                any(self.unnamed.get(key) != count for key, count in suspects.items())
+                or more_unattributed(message, self.unattributed)
             ):
-                # after a partial read of a large namespace, a model no root reached or CUDA
-                # memory no root reached that the last full read did not find so: read every
-                # name before saying so
+                # after a partial read of a large namespace: a model that no variable names
+                # (stale, or reached by nothing) and that the last full read did not find so,
+                # or whose references changed since, or CUDA memory that no root reaches,
+                # more than then: read every name before saying so
                 self.names.refresh(self.shell)
                 current = self.fingerprint()
                 message = self.fresh(execution_count, started)
-                hidden = unreached(message)
+                suspects = self.suspects(message)
+            unattributed = message.get("unattributed") or {}
             if self.names.full:
-                self.unreached = hidden
-                self.unattributed = dict(message.get("unattributed") or {})
+                self.unnamed = suspects
+                self.unattributed = dict(unattributed)
+            else:  # what a partial read confirms lowers the marks
+                self.unnamed = {k: v for k, v in self.unnamed.items() if k in suspects}
+                self.unattributed = {
+                    d: min(b, unattributed.get(d, 0)) for d, b in self.unattributed.items()
+                }
+            # while a model is unnamed, read the whole namespace every FULL_EVERY cells: a
+            # name bound out of sight (a thread) that left its references as they were
+            self.names.watch = bool(self.unnamed)
         # the fingerprint after the walk: the walk itself adds unpickled models
         after = fingerprint.refreshed(current, self.tracker, self.stats)
         self.last = LastInventory(after, message)
@@ -307,6 +310,29 @@ class Inventory:
         mark_copies(message["models"], self.tracker.copied)
         self.namespace_fact(message)
         return message
+
+    def suspects(self, message):
+        """{model id: ``sys.getrefcount`` of the module} of the models an inventory
+        ``message`` says no variable names (stale, or reached by nothing): what a partial read
+        of a large namespace could get wrong. A reference count that changed since the last
+        full read (a name bound by a callback or a function of another module) calls for a
+        full read."""
+        wanted = {
+            entry["id"]
+            for entry in message.get("models") or ()
+            if not any(
+                h.get("kind") == "variable" and not h.get("submodule")
+                for h in entry.get("holders") or ()
+            )
+        }
+        if not wanted:
+            return {}
+        found = {}
+        for module, order in self.forests.forest().tops:
+            key = census.model_id(module, order)
+            if key in wanted:
+                found[key] = sys.getrefcount(module)
+        return found
 
     def namespace_fact(self, message):
         """Set the ``namespace`` of ``message`` where the namespace is large (``namespace``):

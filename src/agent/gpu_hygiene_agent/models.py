@@ -232,9 +232,9 @@ def _same(older, newer):
 
 def _base_reads(tensors):
     """(data_ptr, grad getter) of torch's own tensor base class when every one of
-    ``tensors`` reads its gradient through that class's ``_grad`` slot (the check
-    ``tensor_grad`` makes, once per class), else None. Called unbound on each tensor, both
-    run no Python code of a subclass."""
+    ``tensors`` reads its gradient and ``is_leaf`` through that class's slots (the check
+    ``tensor_grad`` makes, once per class) and is a leaf, else None. Called unbound on each
+    tensor, both run no Python code of a subclass."""
     base = _BASE_READS.get("torch")
     torch = torch_module()
     if base is None or base[0] is not torch:
@@ -247,17 +247,23 @@ def _base_reads(tensors):
             return None
         grad = peek.class_dict(tensor_base).get("_grad")
         data_ptr = peek.class_dict(tensor_base).get("data_ptr")
-        if type(grad) is not peek.GETSET or data_ptr is None:
+        is_leaf = peek.class_dict(tensor_base).get("is_leaf")
+        if type(grad) is not peek.GETSET or type(is_leaf) is not peek.GETSET or data_ptr is None:
             return None
-        base = _BASE_READS["torch"] = (torch, data_ptr, grad)
-    _torch, data_ptr, grad = base
+        base = _BASE_READS["torch"] = (torch, data_ptr, grad, is_leaf)
+    _torch, data_ptr, grad, is_leaf = base
     for cls in set(map(type, tensors)):
-        if _grad_slots(cls)[1] is not grad:
+        slots = _grad_slots(cls)
+        if slots[1] is not grad or slots[2] is not is_leaf:
             return None
+    # a non-leaf tensor (a buffer computed from a parameter): read one by one, so that no
+    # gradient of it is read (torch warns: ``tensor_grad``)
+    if not all(map(is_leaf.__get__, tensors)):
+        return None
     return data_ptr, grad.__get__
 
 
-_BASE_READS = {}  # "torch" -> (torch, TensorBase.data_ptr, TensorBase._grad)
+_BASE_READS = {}  # "torch" -> (torch, TensorBase.data_ptr, ._grad, .is_leaf)
 
 
 def tensors_unchanged(signature):
