@@ -200,17 +200,34 @@ def model_stats(module, on_error=None, signature=None, layout=None):
                 on_error(exc)
             if signature is not None:
                 signature.append(TensorSig(dead_ref, 0, None))  # never unchanged: measure again
+    non_leaf = False
     for b in buffers.values():
         try:
             add_storage(b, storages)
             if signature is not None:
                 signature.append(TensorSig(weakref.ref(b), b.data_ptr(), None))
+                non_leaf = non_leaf or not is_leaf(b)
         except Exception as exc:
             if on_error is not None:
                 on_error(exc)
             if signature is not None:
                 signature.append(TensorSig(dead_ref, 0, None))
+    if non_leaf:
+        # a buffer computed from a parameter (a non-leaf tensor): the bulk re-check would read
+        # its gradient, which torch warns about; measured anew at each inventory instead
+        signature.append(TensorSig(dead_ref, 0, None))
     return ModelStats(count, storages, bool(params or buffers))
+
+
+def is_leaf(tensor):
+    """A tensor's ``is_leaf`` read through torch's slot (bool; True where it cannot be read)."""
+    _cls, _grad, leaf, _retains = _grad_slots(type(tensor))
+    if type(leaf) is not peek.GETSET:
+        return True
+    try:
+        return bool(leaf.__get__(tensor, type(tensor)))
+    except Exception:
+        return True
 
 
 def probe_points(signature, parameters):
@@ -232,9 +249,10 @@ def _same(older, newer):
 
 def _base_reads(tensors):
     """(data_ptr, grad getter) of torch's own tensor base class when every one of
-    ``tensors`` reads its gradient and ``is_leaf`` through that class's slots (the check
-    ``tensor_grad`` makes, once per class) and is a leaf, else None. Called unbound on each
-    tensor, both run no Python code of a subclass."""
+    ``tensors`` reads its gradient through that class's ``_grad`` slot (the check
+    ``tensor_grad`` makes, once per class), else None. Called unbound on each tensor, both
+    run no Python code of a subclass. (A signature with a non-leaf buffer, whose gradient
+    must not be read, ends with a dead entry: ``model_stats``.)"""
     base = _BASE_READS.get("torch")
     torch = torch_module()
     if base is None or base[0] is not torch:
@@ -247,23 +265,17 @@ def _base_reads(tensors):
             return None
         grad = peek.class_dict(tensor_base).get("_grad")
         data_ptr = peek.class_dict(tensor_base).get("data_ptr")
-        is_leaf = peek.class_dict(tensor_base).get("is_leaf")
-        if type(grad) is not peek.GETSET or type(is_leaf) is not peek.GETSET or data_ptr is None:
+        if type(grad) is not peek.GETSET or data_ptr is None:
             return None
-        base = _BASE_READS["torch"] = (torch, data_ptr, grad, is_leaf)
-    _torch, data_ptr, grad, is_leaf = base
+        base = _BASE_READS["torch"] = (torch, data_ptr, grad)
+    _torch, data_ptr, grad = base
     for cls in set(map(type, tensors)):
-        slots = _grad_slots(cls)
-        if slots[1] is not grad or slots[2] is not is_leaf:
+        if _grad_slots(cls)[1] is not grad:
             return None
-    # a non-leaf tensor (a buffer computed from a parameter): read one by one, so that no
-    # gradient of it is read (torch warns: ``tensor_grad``)
-    if not all(map(is_leaf.__get__, tensors)):
-        return None
     return data_ptr, grad.__get__
 
 
-_BASE_READS = {}  # "torch" -> (torch, TensorBase.data_ptr, ._grad, .is_leaf)
+_BASE_READS = {}  # "torch" -> (torch, TensorBase.data_ptr, TensorBase._grad)
 
 
 def tensors_unchanged(signature):
