@@ -23,6 +23,7 @@ the server's answer alone, as a notebook open in another tab or by another clien
 import concurrent.futures
 import contextlib
 import decimal
+import http.client
 import importlib.util
 import json
 import os
@@ -30,7 +31,6 @@ import pwd
 import select
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -114,14 +114,10 @@ def views(request, tmp_path_factory):
 # the Jupyter server
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class JupyterServer:
-    """``python -m jupyter_server`` on a free port with a token, in ``tmp``: a private config
+    """``python -m jupyter_server`` with a token, in ``tmp``, on a port the OS picks as the server
+    binds it (``--ServerApp.port=0``, read back from its ``jpserver-<pid>.json``: a port chosen
+    before would be free to a kernel's socket until the server binds it): a private config
     folder holding only the repository's ``jupyter-config/server-config`` file (the one the wheel
     installs: it enables the server extension), private runtime and data folders, this checkout
     first on ``PYTHONPATH``. Its kernels inherit its environment."""
@@ -142,14 +138,13 @@ class JupyterServer:
         )
         self.env.pop("JUPYTER_NO_CONFIG", None)
         self.token = "gpu-hygiene-" + uuid.uuid4().hex
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}/"
+        self.base = None
         self.log = tmp / "server.log"
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
                 [
                     *(sys.executable, "-m", "jupyter_server"),
-                    *("--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}"),
+                    *("--ServerApp.ip=127.0.0.1", "--ServerApp.port=0"),
                     *("--ServerApp.port_retries=0", f"--ServerApp.root_dir={self.root}"),
                     f"--IdentityProvider.token={self.token}",
                     *("--ServerApp.open_browser=False", "--ServerApp.allow_root=True"),
@@ -163,8 +158,14 @@ class JupyterServer:
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"jupyter server exited ({self.proc.returncode}): {self.tail()}")
-            with contextlib.suppress(OSError):
-                if self.request("api/status")[0] == 200:
+            if self.base is None:
+                # not written yet, or half written
+                with contextlib.suppress(OSError, ValueError, KeyError):
+                    info = self.runtime / f"jpserver-{self.proc.pid}.json"
+                    self.base = f"http://127.0.0.1:{json.loads(info.read_text())['port']}/"
+            # HTTPException: another program on the port; the server's exit then says why
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                if self.base and self.request("api/status")[0] == 200:
                     break
             if time.monotonic() > deadline:
                 self.stop()

@@ -21,6 +21,7 @@ those two kernels that this server did not start.
 
 import asyncio
 import datetime
+import http.client
 import json
 import os
 import re
@@ -48,6 +49,9 @@ FIELDS = {"id", "name", "pid", "executionState", "lastActivity", "connections", 
 
 
 def free_port():
+    """A port free now. Another process (a kernel's ZeroMQ socket, say) may bind it before the
+    program it is meant for does: the Jupyter servers here bind port 0 instead (see ``Server``),
+    and the Kernel Gateway moves to another port and says so (see ``gateway_port``)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -98,6 +102,8 @@ class Process:
     its kernels down) and killed if it does not stop."""
 
     def __init__(self, name, argv, env, tmp, ready_url, token=TOKEN):
+        """``ready_url(process)``: the URL that answers 200 once the program serves, or ``None``
+        while that is not known yet (the program has not written the port it bound)."""
         self.name = name
         self.log = tmp / f"{name}.log"
         with self.log.open("wb") as log:
@@ -108,14 +114,16 @@ class Process:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 pytest.fail(f"{name} exited ({self.proc.returncode}):\n{self.log.read_text()}")
+            url = ready_url(self)
             try:
-                if request(ready_url, token=token)[0] == 200:
+                if url and request(url, token=token)[0] == 200:
                     return
-            except OSError:
+            except (OSError, http.client.HTTPException):
+                # not listening yet; or another program on that port (HTTPException)
                 pass
             time.sleep(0.2)
         self.stop()
-        pytest.fail(f"{name} did not answer {ready_url}:\n{self.log.read_text()}")
+        pytest.fail(f"{name} did not answer {ready_url(self)}:\n{self.log.read_text()}")
 
     def stop(self):
         if self.proc.poll() is None:
@@ -128,19 +136,21 @@ class Process:
 
 
 class Server(Process):
-    """``python -m jupyter_server`` on a free port, with the token, in ``tmp``."""
+    """``python -m jupyter_server`` with the token, in ``tmp``, on a port the OS picks when the
+    server binds it (``--ServerApp.port=0``; the server writes it to ``jpserver-<pid>.json`` in its
+    runtime folder): no other process can take that port between choosing and binding it."""
 
     def __init__(self, name, tmp, env, *args, base_url="/"):
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}{base_url}"
+        self.port = None
+        self.base_url = base_url
+        self.info = Path(env["JUPYTER_RUNTIME_DIR"])
         (tmp / "root").mkdir(exist_ok=True)
         argv = [
             sys.executable,
             "-m",
             "jupyter_server",
             "--ServerApp.ip=127.0.0.1",
-            f"--ServerApp.port={self.port}",
-            "--ServerApp.port_retries=0",
+            "--ServerApp.port=0",
             f"--ServerApp.base_url={base_url}",
             f"--ServerApp.root_dir={tmp / 'root'}",
             f"--IdentityProvider.token={TOKEN}",
@@ -148,7 +158,18 @@ class Server(Process):
             "--ServerApp.allow_root=True",
             *args,
         ]
-        super().__init__(name, argv, env, tmp, self.base + "api/status")
+        super().__init__(name, argv, env, tmp, lambda _: self.base and self.base + "api/status")
+
+    @property
+    def base(self):
+        """``http://127.0.0.1:<port><base_url>``, or ``None`` before the server wrote its port."""
+        if self.port is None:
+            try:
+                info = self.info / f"jpserver-{self.proc.pid}.json"
+                self.port = json.loads(info.read_text())["port"]
+            except (OSError, ValueError, KeyError):  # not written yet, or half written
+                return None
+        return f"http://127.0.0.1:{self.port}{self.base_url}"
 
     def get(self, path, **kwargs):
         return request(self.base + path, **kwargs)
@@ -480,13 +501,18 @@ def test_the_shipped_config_enables_the_extension(tmp_path):
 # ---- kernels behind a Kernel Gateway
 
 
+def listening_at(kg):
+    """The URL the Kernel Gateway says it listens on (it moves past a port in use), or ``None``
+    before it says so."""
+    found = re.search(r"is available at (http://127\.0\.0\.1:\d+)", kg.log.read_text())
+    return found and found.group(1)
+
+
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
     pytest.importorskip("kernel_gateway")  # jupyter-kernel-gateway, in requirements-dev.txt
     tmp = tmp_path_factory.mktemp("gateway")
     env = jupyter_env(tmp)
-    port = free_port()
-    gateway_url = f"http://127.0.0.1:{port}"
     kg = Process(
         "kernelgateway",
         [
@@ -494,14 +520,15 @@ def gateway(tmp_path_factory):
             "-m",
             "kernel_gateway",
             "--KernelGatewayApp.ip=127.0.0.1",
-            f"--KernelGatewayApp.port={port}",
+            f"--KernelGatewayApp.port={free_port()}",
             "--JupyterWebsocketPersonality.list_kernels=True",
         ],
         env,
         tmp,
-        gateway_url + "/api/kernelspecs",
+        lambda kg: (url := listening_at(kg)) and url + "/api/kernelspecs",
         token=None,
     )
+    gateway_url = listening_at(kg)
     processes = [kg]
     try:
         server = Server(
