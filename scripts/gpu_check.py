@@ -74,6 +74,15 @@ LLM = "test/agent/test_llm_holders.py::"
 # name -> (title, tests); "{d}" is the device parameter. In the order they run (the longest and
 # the newest first, under --budget-s).
 CHECKS = {
+    "graphs": (
+        "28.2 autograd graphs wherever they are held",
+        [
+            "test/agent/test_graphs_anywhere.py::"
+            "test_a_displayed_mean_keeps_the_lists_graphs_and_fix_detaches_both[{d}]",
+            "test/agent/test_graphs_anywhere.py::"
+            "test_graphs_under_an_attribute_or_nested_twice_are_found[{d}]",
+        ],
+    ),
     "processes": (
         "12 on this GPU",
         ["test/agent/test_on_this_gpu.py::test_two_notebooks_and_a_plain_process_on_one_gpu[{d}]"],

@@ -190,7 +190,11 @@ const tensorInfo = z.object({
 const graphHolder = z.object({
   name: shortText,
   path: shortText,
-  container: z.enum(['list', 'tuple', 'dict', 'set', 'tensor']),
+  /**
+   * What `name` holds: a tensor, a plain container, or (agent 0.12.0) another
+   * object whose walk reached the tensors (`path` says where: `h.loss`).
+   */
+  container: z.enum(['list', 'tuple', 'dict', 'set', 'tensor', 'object']),
   count,
   gradFn: shortText,
   bytes: bytesPerDevice,
@@ -219,7 +223,21 @@ const graphHolder = z.object({
    * inventory was built; Fix… (detach) acts on the name only while it still holds
    * that object.
    */
-  valueId: z.optional(valueId)
+  valueId: z.optional(valueId),
+  /**
+   * Agent 0.12.0: `output` for an object of IPython's output cache (a displayed
+   * `sum(losses) / len(losses)`): `name` is its `Out[N]` (else its first name),
+   * `names` all of IPython's names of it (`Out[N]`, `_N`, `_`...), `valueId`
+   * its `hex(id())`. Absent: a user variable.
+   */
+  root: z.optional(z.enum(['output'])),
+  names: z.optional(z.array(shortText).check(z.maxLength(100))),
+  /**
+   * Agent 0.12.0: the `name`s of the other graph holders whose graphs keep some
+   * of the same storages (detaching this one alone frees those only when they
+   * are detached too).
+   */
+  sharedWith: z.optional(z.array(shortText).check(z.maxLength(20)))
 });
 
 const allocatorDevice = z.object({

@@ -7,7 +7,9 @@ import { formatBytes, sumBytes } from '../analysis/format';
 import {
   canFixGraph,
   generateDetachCell,
-  removableHooks
+  isOutputGraph,
+  removableHooks,
+  sharedOutputs
 } from '../analysis/memory/graph-holders';
 import type { GpuKernelModel } from '../model';
 import type { IGraphHolder, IInventory } from '../protocol';
@@ -28,18 +30,18 @@ function graphTarget(
 }
 
 /**
- * What the variable `name` keeps alone in `inventory`, bytes on all devices
- * (its root's `sole`: its tensors and the storages their graphs saved that
- * no other holder keeps), or null when it is no variable root there.
+ * What every holder of `inventory` keeps, bytes on all devices: the sum of
+ * its roots' `bytes` (the agent counts each storage once, for the first root
+ * that reaches it, graphs' saved storages included), or null without an
+ * inventory. Detaching frees memory only when no other holder keeps what
+ * the graphs saved, so the receipt compares this total before and after the
+ * cell, never one holder's figure (which drops when another holder takes
+ * over its storages).
  */
-export function keptAlone(
-  inventory: IInventory | null,
-  name: string
-): number | null {
-  const root = inventory?.roots.find(
-    r => r.kind === 'variable' && r.name === name
-  );
-  return root ? sumBytes(root.sole ?? root.bytes) : null;
+export function heldTotal(inventory: IInventory | null): number | null {
+  return inventory
+    ? inventory.roots.reduce((sum, root) => sum + sumBytes(root.bytes), 0)
+    : null;
 }
 
 /** Say why `graph` cannot be fixed: it is gone, or not a plain name holding its tensors. */
@@ -60,17 +62,31 @@ function cannotFix(ctx: ICommandContext, graph: IGraphHolder | null): void {
 /** Ask whether to detach the tensors of `graph`. */
 function confirmDetach(
   ctx: ICommandContext,
-  graph: IGraphHolder
+  graph: IGraphHolder,
+  outputs: ReadonlyArray<IGraphHolder>
 ): Promise<boolean> {
   const { trans } = ctx;
   const hooks = removableHooks(graph);
   return ctx.confirm(
     trans.__('Detach the tensors in %1?', graph.name),
-    trans.__(
-      'A cell is inserted below the active cell that replaces each tensor with a grad_fn directly in %1 by tensor.detach(): the values stay, the autograd graphs (%2) are freed. You can no longer call backward() through them. Next time store loss.item() or loss.detach(), or run evaluation under torch.no_grad().',
-      graph.name,
-      formatBytes(sumBytes(graph.bytes))
-    ) +
+    (isOutputGraph(graph)
+      ? trans.__(
+          "A cell is inserted below the active cell that gives IPython's names of the displayed output %1 (%2) the same value with its autograd graphs (%3) dropped (tensor.detach()). You can no longer call backward() through it. Next time evaluate under torch.no_grad(), or show loss.item().",
+          graph.name,
+          (graph.names ?? [graph.name]).join(', '),
+          formatBytes(sumBytes(graph.bytes))
+        )
+      : trans.__(
+          'A cell is inserted below the active cell that replaces each tensor with a grad_fn directly in %1 by tensor.detach(): the values stay, the autograd graphs (%2) are freed. You can no longer call backward() through them. Next time store loss.item() or loss.detach(), or run evaluation under torch.no_grad().',
+          graph.name,
+          formatBytes(sumBytes(graph.bytes))
+        )) +
+      (outputs.length
+        ? ` ${trans.__(
+            'The displayed output %1 keeps the same graphs: the cell detaches it too.',
+            outputs.map(g => g.name).join(', ')
+          )}`
+        : '') +
       (hooks.length
         ? ` ${trans.__(
             'The cell also removes the forward hook on %1 that appends to %2: it would append new graphs at the next forward pass. Register it again with output.detach() if you still need it.',
@@ -119,12 +135,12 @@ function nextInventory(model: GpuKernelModel): {
 }
 
 /**
- * After the detach cell: say what it freed, measured: what the variable
- * keeps alone (`before`, {@link keptAlone} of the inventory the command
- * acted on) against the inventory that follows the cell (the agent sends
- * one at the end of each cell) — never the finding's estimate, which
- * counts the tensors themselves (they stay, detached). Or that the inserted
- * cell still has to be run.
+ * After the detach cell: say what it freed, measured: what every holder
+ * keeps (`before`, {@link heldTotal} of the inventory the command acted
+ * on) against the inventory that follows the cell (the agent sends one at
+ * the end of each cell) — never the finding's estimate, which counts the
+ * tensors themselves (they stay, detached). Or that the inserted cell still
+ * has to be run.
  */
 async function reportDetach(
   ctx: ICommandContext,
@@ -160,13 +176,13 @@ async function reportDetach(
     );
     return;
   }
-  // measured, never the estimate: what the variable keeps alone, before and after
-  const now = keptAlone(after, graph.name);
+  // measured, never the estimate: what all holders keep, before and after
+  const now = heldTotal(after);
   const freed = before !== null && now !== null ? before - now : null;
   if (freed !== null && freed > 0) {
     Notification.success(
       trans.__(
-        'Detached the tensors in %1: what it keeps went from %2 to %3 (the next inventory), %4 freed.',
+        'Detached the tensors in %1: what the holders keep went from %2 to %3 (the next inventory), %4 freed.',
         graph.name,
         formatBytes(before ?? 0),
         formatBytes(now ?? 0),
@@ -201,16 +217,19 @@ export function addDetachCommand(ctx: ICommandContext): void {
     execute: async args => {
       const { panel, graph } = graphTarget(ctx, args);
       const model = ctx.modelFor(args);
-      const code = graph ? generateDetachCell(graph) : null;
+      const outputs = graph
+        ? sharedOutputs(graph, model?.inventory ?? null)
+        : [];
+      const code = graph ? generateDetachCell(graph, outputs) : null;
       if (!panel || !graph || code === null) {
         cannotFix(ctx, graph);
         return false;
       }
-      if (!(await confirmDetach(ctx, graph))) {
+      if (!(await confirmDetach(ctx, graph, outputs))) {
         return false;
       }
       const ran = ctx.monitor.settings.cleanAction === 'insert-and-run';
-      const before = keptAlone(model?.inventory ?? null, graph.name);
+      const before = heldTotal(model?.inventory ?? null);
       const inventories = model && ran ? nextInventory(model) : null;
       await ctx.insert(panel, code, {
         tag: 'gpu-hygiene-detach-graphs',

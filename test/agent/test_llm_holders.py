@@ -50,15 +50,16 @@ def truth(s):
     return s.evaluate(live=LIVE)["live"]
 
 
-def freed_row(check, s, label, before, after, expected):
-    """Row: what a fix freed against what its finding said, exactly on the CPU (every live
-    storage), within 1 MiB of torch's allocated bytes on CUDA."""
+def freed_row(check, s, label, before, after, expected, cpu_tol=0):
+    """Row: what a fix freed against what its finding said, on the CPU (every live storage)
+    exactly or within ``cpu_tol`` bytes, within 1 MiB of torch's allocated bytes on CUDA."""
     truth = "torch.cuda.memory_allocated()" if s.cuda else "the bytes of every live storage"
+    tol = MiB if s.cuda else cpu_tol
     check.row(
         label,
-        f"{expected} B ({expected / MiB:.2f} MiB){' within 1 MiB' if s.cuda else ''}, by {truth}",
+        f"{expected} B ({expected / MiB:.2f} MiB){f' within {tol} B' if tol else ''}, by {truth}",
         f"{before - after} B ({(before - after) / MiB:.2f} MiB): {before} -> {after}",
-        within(before - after, expected, MiB if s.cuda else 0),
+        within(before - after, expected, tol),
     )
 
 

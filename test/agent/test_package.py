@@ -205,7 +205,7 @@ def test_graph_holders_report_kept_graphs_only(agent):
     done = (weight * 2).sum()
     done.backward()
     variables = [("losses", losses), ("done", done), ("weight", weight)]
-    found = agent.graphs.graph_holders(torch, variables, {}, {}, {})
+    found = agent.graphs.graph_holders(torch, variables, [], {}, {}, {})
     assert [g["name"] for g in found.graphs] == ["losses"]
     (graph,) = found.graphs
     assert graph["container"] == "list" and graph["count"] == 3

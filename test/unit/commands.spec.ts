@@ -240,14 +240,22 @@ describe('fix a graph holder (VRAM panel, toast)', () => {
     [
       'the graphs gone: the freed bytes measured by the next inventory',
       64 * 2 ** 20,
-      'Detached the tensors in val_losses: what it keeps went from 1.0 GiB to 64.0 MiB (the next inventory), 960.0 MiB freed.'
+      0,
+      'Detached the tensors in val_losses: what the holders keep went from 1.3 GiB to 350.0 MiB (the next inventory), 960.0 MiB freed.'
     ],
     [
       'nothing freed (another holder keeps the graphs): no "freed" claim',
       2 ** 30,
+      0,
+      'Detached the tensors in val_losses; the next inventory shows no memory freed by it: another holder keeps what their graphs saved (the VRAM panel says which).'
+    ],
+    [
+      'the variable drops but a displayed output now counts the graphs: no "freed" claim',
+      64 * 2 ** 20,
+      960 * 2 ** 20,
       'Detached the tensors in val_losses; the next inventory shows no memory freed by it: another holder keeps what their graphs saved (the VRAM panel says which).'
     ]
-  ])('inserted and run, %s', async (_case, left, told) => {
+  ])('inserted and run, %s', async (_case, left, takenOver, told) => {
     const { commands, model } = setup('insert-and-run');
     model.apply(c08Inventory());
     (showDialog as jest.Mock).mockResolvedValue({
@@ -264,6 +272,15 @@ describe('fix a graph holder (VRAM panel, toast)', () => {
     after.seq = 99;
     after.graphs = [];
     after.roots[0] = { ...after.roots[0], bytes: { 'cuda:0': left } };
+    if (takenOver) {
+      // the output cache's entry of a displayed mean: the graphs are its now
+      after.roots.push({
+        ...after.roots[0],
+        kind: 'output',
+        name: 'Out[9]',
+        bytes: { 'cuda:0': takenOver }
+      });
+    }
     model.apply(after);
     await new Promise(resolve => setTimeout(resolve, 0));
     const messages = Notification.manager.notifications.map(n => n.message);

@@ -6,7 +6,8 @@ import {
   generateDetachCell,
   GRAPH_WARN_BYTES,
   graphRows,
-  graphsToWarn
+  graphsToWarn,
+  sharedOutputs
 } from '../../src/analysis/memory/graph-holders';
 import { GpuKernelModel } from '../../src/model';
 import { describeGraphHolder, GpuNotifier } from '../../src/notifications';
@@ -271,5 +272,44 @@ describe('graph-holder toast', () => {
     model.apply(withGraphs([graphHolder({ name: 'other', path: 'other' })]));
     expect(warnings()).toHaveLength(0);
     notifier.dispose();
+  });
+});
+
+describe('detach cell for displayed outputs (agent 0.12.0)', () => {
+  const out = graphHolder({
+    name: 'Out[9]',
+    path: 'Out[9]',
+    container: 'tensor',
+    count: 1,
+    root: 'output',
+    names: ['Out[9]', '_9', '_'],
+    valueId: '0x7f00aa'
+  });
+
+  it('an output alone: found by id in IPython names only, never a user variable', () => {
+    expect(canFixGraph(out)).toBe(true);
+    expect(canFixGraph({ ...out, valueId: 'id(x)' })).toBe(false);
+    expect(
+      canFixGraph({ ...out, name: '_', path: '_', valueId: undefined })
+    ).toBe(false);
+    const cell = generateDetachCell(out)!;
+    expect(cell).toContain('outs=(0x7f00aa,)');
+    expect(cell).not.toContain('name=');
+    expect(cell).toContain('re.fullmatch(r"_{1,3}|_\\d+", key)');
+    expect(cell).toContain('ip.history_manager.output_hist');
+  });
+
+  it("a list's cell also detaches the outputs that share its graphs", () => {
+    const listed = graphHolder({ sharedWith: ['Out[9]', 'other'] });
+    const inventory = withGraphs([listed, out]);
+    const shown = sharedOutputs(listed, inventory);
+    expect(shown.map(g => g.name)).toEqual(['Out[9]']);
+    const cell = generateDetachCell(listed, shown)!;
+    expect(cell).toContain('name="val_losses"');
+    expect(cell).toContain('outs=(0x7f00aa,)');
+    expect(cell).toContain(
+      '# displayed output Out[9] keeps the same graphs: detached too.'
+    );
+    expect(sharedOutputs(out, inventory)).toEqual([]);
   });
 });

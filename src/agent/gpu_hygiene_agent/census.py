@@ -446,10 +446,15 @@ def build(
     listed = lister(holders)
     stats = stats_cache.measure(tops, on_error, recheck(roots, since, owner))
     params = stats_cache.union(stats)  # read-only
-    found = graphs.graph_holders(torch, variables, params, holders.reached, graphless)
-    graph_storages = {}  # variable name -> {storage: nbytes} its graphs keep
+    found = graphs.graph_holders(torch, variables, roots, params, holders.reached, graphless)
+    graph_storages = {}  # (kind, root name) -> {storage: nbytes} its graphs keep
     for graph in found.graphs:
-        graph_storages[graph["name"]] = graph.pop("storages")
+        storages = graph.pop("storages")
+        if graph.get("root") == "output":
+            for name in graph["names"]:
+                graph_storages[("output", name)] = storages
+        else:
+            graph_storages[("variable", graph["name"])] = storages
     totals = stats_cache.totals
     parts = collect_parts(
         tops, stats, roots, listed, holders.via_of, params, torch, holders.paths, totals

@@ -8,6 +8,7 @@ from typing import NamedTuple
 from . import peek
 from .fingerprint import shallow
 from .limits import GRAPH_ITEMS, GRAPH_ITEMS_TOTAL, GRAPH_NODES, MAX_GRAPH_HOLDERS
+from .models import grad_fn, is_leaf, tensor_slot
 from .paths import edge_label, key_label
 from .storage import bytes_by_device, storage_of
 from .util import PLAIN_IDS, short
@@ -31,29 +32,67 @@ class GraphBytes(NamedTuple):
     storages: dict  # {StorageKey: nbytes} the graphs keep, without what lives anyway
     nodes: int  # autograd nodes visited
     cut: bool  # the node budget ran out
+    saved: int  # of ``storages``, those saved for backward (not the tensors' own)
 
 
-def grad_fn(tensor):
-    """``tensor.grad_fn`` or None; never raises."""
-    try:
-        return tensor.grad_fn
-    except Exception:
-        return None
-
-
-_SAVED_NAMES = {}  # autograd node type -> tuple of its "_saved_*" attribute names
+_SAVED_NAMES = {}  # autograd node type -> ((its "_saved_*" name, its "_raw_" twin or None),)
 
 
 def saved_names(node_type):
-    """The ``_saved_*`` attribute names (tuple) of an autograd node type, cached."""
+    """The ``_saved_*`` attribute names of an autograd node type, each with the name of its
+    ``_raw_saved_*`` twin where the type has one (a tensor slot), cached: ((name, raw or
+    None),)."""
     names = _SAVED_NAMES.get(node_type)
     if names is None:
         try:
-            names = tuple(a for a in dir(node_type) if a.startswith("_saved_"))
+            found = set(dir(node_type))
+            names = tuple(
+                (a, "_raw" + a if "_raw" + a in found else None)
+                for a in sorted(found)
+                if a.startswith("_saved_")
+            )
         except Exception:
             names = ()
         _SAVED_NAMES[node_type] = names
     return names
+
+
+def saved_tensors(node, name, raw, tensor_type):
+    """The tensors a node saved in slot ``name`` (list), read without unpacking them: a
+    ``_raw_saved_*`` ``SavedTensor``'s ``data`` is what autograd stored, the tensor itself or,
+    under ``saved_tensors_hooks`` (``save_on_cpu``, offloading), the object the pack hook made;
+    its tensors are counted where they are (a CPU copy), and the unpack hook, the user's code,
+    never runs. Only where torch has no ``SavedTensor.data`` (older releases) is the slot read
+    the plain way, which unpacks. Empty once backward freed the slot."""
+    if raw is not None:
+        try:
+            slot = getattr(node, raw)
+        except Exception:
+            return []
+        items = slot if type(slot) is tuple or type(slot) is list else (slot,)
+        out = []
+        for item in items:
+            try:
+                data = item.data
+            except AttributeError:
+                break  # no SavedTensor.data on this torch: read the slot below
+            except Exception:
+                continue
+            if type(data) is tuple or type(data) is list:
+                out.extend(t for t in data if peek.is_a(t, tensor_type))
+            elif peek.is_a(data, tensor_type):
+                out.append(data)
+        else:
+            return out
+    try:
+        saved = getattr(node, name)
+    except Exception:
+        return []  # freed by backward, or not a tensor slot
+    if peek.is_a(saved, tensor_type):
+        return [saved]
+    if type(saved) is tuple or type(saved) is list:
+        return [t for t in saved if peek.is_a(t, tensor_type)]
+    return []
 
 
 def size_hint(container):
@@ -69,30 +108,39 @@ def size_hint(container):
     return total
 
 
-def graph_holders(torch, variables, params, reached, graphless):
-    """User variables keeping autograd graphs alive (the ``graphs`` of an inventory), as
-    ``GraphHolders``.
+def graph_holders(torch, variables, roots, params, reached, graphless):
+    """User variables and output-cache entries keeping autograd graphs alive (the ``graphs``
+    of an inventory), as ``GraphHolders``.
 
-    ``variables``: [(name, value)] user variables; ``params``: {storage key: nbytes} of the
-    live models; ``reached``: {storage key: {(kind, name)}} of the roots' walks;
-    ``graphless``: the memo of the last inventory (``GraphHolders.graphless``). A variable
-    counts when it is a tensor with ``grad_fn`` whose graph saves tensors, or a
-    list/tuple/dict/set holding such tensors directly or in containers nested once. Bytes
-    estimate what dropping the graphs would free: the tensors plus the unique storages the
-    graphs' nodes saved for backward (``_saved_*``), without what lives anyway (leaf tensors
-    that require grad, the models' storages, and storages another root reaches, such as a
-    saved input batch ``xb``). At most ``GRAPH_NODES`` nodes per inventory."""
+    ``variables``: [(name, value)] user variables; ``roots``: [(kind, name, walk.Reach)] of the
+    roots' walks; ``params``: {storage key: nbytes} of the live models; ``reached``: {storage
+    key: {(kind, name)}} of the roots' walks; ``graphless``: the memo of the last inventory
+    (``GraphHolders.graphless``).
+
+    A variable counts when it is a tensor with ``grad_fn`` whose graph saves tensors, or a
+    list/tuple/dict/set holding such tensors directly or in containers nested once; else when
+    its walk reached such tensors anywhere (an attribute, ``h.loss``; a container nested
+    deeper). An output-cache object (``Out[7]``, ``_7``, ``_``: one entry for all its names)
+    counts when its walk reached such tensors: a displayed ``sum(losses) / len(losses)`` keeps
+    every graph of ``losses``. Bytes estimate what dropping the graphs would free: the tensors
+    plus the unique storages the graphs' nodes saved for backward (``_saved_*``), without what
+    lives anyway (leaf tensors that require grad, the models' storages, and storages another
+    root reaches, such as a saved input batch ``xb``). Two holders whose graphs keep the same
+    storages name each other in ``sharedWith``. At most ``GRAPH_NODES`` nodes per
+    inventory."""
     tensor_type = torch.Tensor
     budget = [GRAPH_NODES]
     items_left = [GRAPH_ITEMS_TOTAL]
     memo = {}
     cut = False
     out = []
+    walks = {(kind, name): found for kind, name, found in roots}
     for name, value in variables:
         if len(out) >= MAX_GRAPH_HOLDERS:
             cut = True
             break
         cls = type(value)
+        found = []
         if issubclass(cls, tensor_type):
             container = "tensor"
             found = [value] if grad_fn(value) is not None else []
@@ -112,33 +160,85 @@ def graph_holders(torch, variables, params, reached, graphless):
                 memo[name] = sig
             path = name + (label or "")
         else:
-            continue
+            container = "object"
         if not found:
-            continue
-        me = {("variable", name)}
-
-        def lives_anyway(storage, me=me):
-            return storage in params or reached.get(storage, me) != me
-
-        storages, nodes, partial = graph_bytes(found, tensor_type, lives_anyway, budget)
+            walked = walks.get(("variable", name))
+            if walked is None or not walked.graphs:
+                continue
+            found, path = walked.graphs, name + walked.graph_path
+        entry, partial = _entry(found, tensor_type, {("variable", name)}, params, reached, budget)
         cut = cut or partial
-        if container == "tensor" and len(storages) <= 1:
-            continue  # a lone tensor whose graph saves nothing (backward already ran)
-        fn = grad_fn(found[0])
-        out.append(
-            {
-                "name": short(name),
-                "path": short(path),
-                "container": container,
-                "count": len(found),
-                "gradFn": short(peek.type_name(type(fn)), 100),
-                "bytes": bytes_by_device(storages),
-                "nodes": nodes,
-                "truncated": partial,
-                "storages": storages,  # for the census; removed before sending
-            }
+        if entry is None:
+            continue
+        entry.update(name=short(name), path=short(path), container=container)
+        out.append(entry)
+    by_object = {}  # id(Reach) -> the output roots' names of that object
+    for kind, name, found in roots:
+        if kind == "output" and found.graphs:
+            names = by_object.setdefault(id(found), (found, []))[1]
+            if name not in names:  # ``_`` is in the namespace and the display hook
+                names.append(name)
+    for found, names in by_object.values():
+        if len(out) >= MAX_GRAPH_HOLDERS:
+            cut = True
+            break
+        me = {("output", n) for n in names}
+        entry, partial = _entry(found.graphs, tensor_type, me, params, reached, budget)
+        cut = cut or partial
+        if entry is None:
+            continue
+        # ``Out[N]`` first: the name that stays when the next cells move ``_``
+        name = next((n for n in names if n.startswith("Out[")), names[0])
+        entry.update(
+            name=short(name),
+            path=short(name + found.graph_path),
+            container="tensor" if len(found.graphs) == 1 and not found.graph_path else "object",
+            root="output",
+            names=[short(n) for n in names],
+            valueId=hex(found.root_id),
         )
+        out.append(entry)
+    shared_with(out)
     return GraphHolders(out, cut, memo)
+
+
+def _entry(found, tensor_type, me, params, reached, budget):
+    """(the ``graphs`` entry of the tensors ``found`` as ``me`` holds them, without its names,
+    or None when their graphs save nothing (backward already ran); whether the node budget ran
+    out). ``me``: the roots ({(kind, name)}) of the holder."""
+
+    def lives_anyway(storage):
+        return storage in params or not reached.get(storage, me) <= me
+
+    storages, nodes, partial, saved = graph_bytes(found, tensor_type, lives_anyway, budget)
+    if not saved:
+        return None, partial  # graphs that save nothing: backward ran, or a view of a leaf
+    fn = grad_fn(found[0])
+    return {
+        "count": len(found),
+        "gradFn": short(peek.type_name(type(fn)), 100),
+        "bytes": bytes_by_device(storages),
+        "nodes": nodes,
+        "truncated": partial,
+        "storages": storages,  # for the census; removed before sending
+    }, partial
+
+
+def shared_with(entries):
+    """Give each of ``entries`` (``graphs`` entries with ``storages``) whose graphs keep a
+    storage another entry's also keep ``sharedWith``: those entries' names (list, at most 20)."""
+    owners = {}
+    for entry in entries:
+        for storage in entry["storages"]:
+            owners.setdefault(storage, []).append(entry)
+    for entry in entries:
+        others = {}
+        for storage in entry["storages"]:
+            for other in owners[storage]:
+                if other is not entry:
+                    others[id(other)] = other["name"]
+        if others:
+            entry["sharedWith"] = list(others.values())[:20]
 
 
 def _items(container):
@@ -194,7 +294,7 @@ def graph_bytes(tensors, tensor_type, lives_anyway, budget):
     storages = {}
 
     def add(tensor):
-        if tensor.is_leaf and tensor.requires_grad:
+        if is_leaf(tensor) and tensor_slot(tensor, "requires_grad", False):
             return
         measured = storage_of(tensor)
         if measured is not None and not lives_anyway(measured.key):
@@ -209,26 +309,18 @@ def graph_bytes(tensors, tensor_type, lives_anyway, budget):
         if fn is not None and id(fn) not in seen:
             seen[id(fn)] = fn
             stack.append(fn)
+    own = len(storages)
     nodes = 0
     while stack:
         if budget[0] <= 0:
-            return GraphBytes(storages, nodes, True)
+            return GraphBytes(storages, nodes, True, len(storages) - own)
         budget[0] -= 1
         node = stack.pop()
         nodes += 1
-        for attr in saved_names(type(node)):
-            try:
-                saved = getattr(node, attr)
-            except Exception:
-                continue  # freed by backward, or not a tensor slot
-            if peek.is_a(saved, tensor_type):
+        for name, raw in saved_names(type(node)):
+            for saved in saved_tensors(node, name, raw, tensor_type):
                 with contextlib.suppress(Exception):
                     add(saved)
-            elif type(saved) is tuple or type(saved) is list:
-                for item in saved:
-                    if peek.is_a(item, tensor_type):
-                        with contextlib.suppress(Exception):
-                            add(item)
         try:
             nexts = node.next_functions
         except Exception:
@@ -237,4 +329,4 @@ def graph_bytes(tensors, tensor_type, lives_anyway, budget):
             if nxt is not None and id(nxt) not in seen:
                 seen[id(nxt)] = nxt
                 stack.append(nxt)
-    return GraphBytes(storages, nodes, False)
+    return GraphBytes(storages, nodes, False, len(storages) - own)

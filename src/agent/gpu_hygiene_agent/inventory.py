@@ -77,8 +77,9 @@ def mark_copies(entries, copied):
 def variable_rows(message):
     """The rows of an inventory ``message`` that name a user variable a fix cell acts on
     (list of dicts): the ``variable`` holders of its models, its ``roots`` of kind
-    ``variable`` (Move to CPU, Delete), its ``graphs`` (Fix: detach; only variables hold
-    them), its ``keptErrors`` and its ``optimizers`` (Delete)."""
+    ``variable`` (Move to CPU, Delete), its ``graphs`` held by variables (Fix: detach; an
+    output-cache entry's carries the ``valueId`` of its object already), its ``keptErrors``
+    and its ``optimizers`` (Delete)."""
     rows = [
         holder
         for entry in message.get("models") or ()
@@ -86,7 +87,7 @@ def variable_rows(message):
         if holder.get("kind") == "variable"
     ]
     rows.extend(row for row in message.get("roots") or () if row.get("kind") == "variable")
-    rows.extend(message.get("graphs") or ())
+    rows.extend(row for row in message.get("graphs") or () if row.get("root") != "output")
     rows.extend(message.get("keptErrors") or ())
     rows.extend(message.get("optimizers") or ())
     return rows
@@ -302,10 +303,9 @@ class Inventory:
             "limits": degrade.current(),
             "unread": skips.fact(),
         }
-        if torch is not None and message["graphs"]:
-            hooks.feeding_hooks(
-                message["graphs"], walked.variables, self.shell.user_ns, torch.nn.Module
-            )
+        held = [g for g in message["graphs"] if g.get("root") != "output"]
+        if torch is not None and held:
+            hooks.feeding_hooks(held, walked.variables, self.shell.user_ns, torch.nn.Module)
         value_ids(variable_rows(message), walked.variables)
         mark_copies(message["models"], self.tracker.copied)
         self.namespace_fact(message)

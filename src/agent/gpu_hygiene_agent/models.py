@@ -219,6 +219,31 @@ def model_stats(module, on_error=None, signature=None, layout=None):
     return ModelStats(count, storages, bool(params or buffers))
 
 
+_SLOTS = {}  # (id(tensor class), attribute name) -> (class, torch's slot descriptor or None)
+
+
+def tensor_slot(tensor, name, default=None):
+    """A tensor's attribute ``name`` (``grad_fn``, ``requires_grad``...) read through torch's own
+    slot descriptor, or ``default``: a subclass's property of that name is never called (the
+    default then). Never raises."""
+    cls = type(tensor)
+    entry = _SLOTS.get((id(cls), name))
+    if entry is None or entry[0] is not cls:
+        slot = peek.static_class_attr(cls, name)
+        entry = _SLOTS[(id(cls), name)] = (cls, slot if type(slot) is peek.GETSET else None)
+    if entry[1] is None:
+        return default
+    try:
+        return entry[1].__get__(tensor, cls)
+    except Exception:
+        return default
+
+
+def grad_fn(tensor):
+    """A tensor's ``grad_fn`` (or None) through torch's slot (``tensor_slot``)."""
+    return tensor_slot(tensor, "grad_fn")
+
+
 def is_leaf(tensor):
     """A tensor's ``is_leaf`` read through torch's slot (bool; True where it cannot be read)."""
     _cls, _grad, leaf, _retains = _grad_slots(type(tensor))

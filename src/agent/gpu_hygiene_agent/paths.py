@@ -9,6 +9,7 @@ import types
 
 from . import peek
 from .limits import MAX_LABEL_SCAN
+from .models import grad_fn as read_grad_fn
 from .util import frame_name, short, vars_of
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
@@ -125,9 +126,6 @@ def tensor_meta(tensor):
         dtype = str(tensor.dtype).replace("torch.", "")
     except Exception:
         dtype = "?"
-    try:
-        fn = tensor.grad_fn
-        grad_fn = peek.type_name(type(fn)) if fn is not None else None
-    except Exception:
-        grad_fn = None
+    fn = read_grad_fn(tensor)
+    grad_fn = peek.type_name(type(fn)) if fn is not None else None
     return {"shape": shape, "dtype": short(dtype, 64), "gradFn": grad_fn and short(grad_fn, 100)}

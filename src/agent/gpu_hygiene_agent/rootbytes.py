@@ -105,7 +105,7 @@ def tally_roots(roots, keeps, listed, owner, params, graph_storages, sizes=None,
         for storage, (nbytes, via, _group, _big) in found.storages.items():
             if via is None and storage not in params:
                 mine[storage] = nbytes
-        graph = graph_storages.get(name) if kind == "variable" else None
+        graph = graph_storages.get((kind, name))
         found_extras.append((mine, graph))
         extras.update(mine)
         if graph:

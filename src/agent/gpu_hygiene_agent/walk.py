@@ -10,6 +10,7 @@ from typing import NamedTuple
 from . import peek
 from .limits import (
     BIG_TENSOR,
+    GRAPH_ITEMS,
     MAX_BIG_TENSORS,
     MAX_FRAMES,
     MAX_PATH_DEPTH,
@@ -21,7 +22,7 @@ from .limits import (
     ROOT_EXAMINED,
     ROOT_VISITS,
 )
-from .models import tensor_grad
+from .models import grad_fn, tensor_grad
 from .paths import edge_label, tensor_meta
 from .util import LEAF_IDS, OPAQUE_TYPES, PLAIN_IDS, frame_name, machinery_frame, short, vars_of
 
@@ -91,18 +92,38 @@ class Reach:
     ``MAX_BIG_TENSORS``); ``tensors``: ids of the tensors reached (also those left unmeasured),
     while the walk runs (a re-check of the models they belong to: ``census.recheck``);
     ``errors``: {StorageKey: KeptByError} of the storages reached through the traceback of an
-    exception the root holds (a caught error kept in a variable), empty nearly always.
+    exception the root holds (a caught error kept in a variable), empty nearly always;
+    ``graphs``: the tensors with a ``grad_fn`` reached (at most ``GRAPH_ITEMS``), wherever they
+    hang (an attribute, a nested container, the root itself), for the graph holders
+    (``graphs.graph_holders``); ``graph_path``: the path suffix of the one object that holds
+    them all (the tensor itself when there is one, its container when they share one, else
+    ``""``: the root); ``root_id``: ``id()`` of the root.
     """
 
-    __slots__ = ("big", "complete", "errors", "modules", "storages", "tensors")
+    __slots__ = (
+        "big",
+        "complete",
+        "errors",
+        "graph_homes",
+        "graph_path",
+        "graphs",
+        "modules",
+        "root_id",
+        "storages",
+        "tensors",
+    )
 
-    def __init__(self):
+    def __init__(self, root_id=None):
         self.modules = []
         self.storages = {}
         self.tensors = set()
         self.errors = {}
         self.complete = True
         self.big = 0
+        self.graphs = []
+        self.graph_homes = set()
+        self.graph_path = ""
+        self.root_id = root_id
 
 
 class Walker:
@@ -159,7 +180,7 @@ class Walker:
         cached = self._reached.get(id(root))
         if cached is not None and cached.root is root:
             return cached.reach
-        found = Reach()
+        found = Reach(id(root))
         module_type = self.module_type
 
         def on_module(module):
@@ -169,6 +190,8 @@ class Walker:
 
         def on_tensor(tensor):
             found.tensors.add(id(tensor))
+            if len(found.graphs) < GRAPH_ITEMS and grad_fn(tensor) is not None:
+                self.note_graph(found, tensor)
             if self.measured >= MEASURED_TENSORS:
                 self.truncated = True  # roots' bytes are lower bounds from here on
                 return
@@ -214,6 +237,20 @@ class Walker:
         found.complete = self.walk(root, on_module, on_tensor)
         self._reached[id(root)] = _Walked(root, found)
         return found
+
+    def note_graph(self, found, tensor):
+        """Add ``tensor`` (one with a ``grad_fn``) to ``found.graphs`` and keep
+        ``found.graph_path`` the path of the one object holding them all."""
+        home = self.parents.get(id(tensor))
+        homes = found.graph_homes
+        if not found.graphs:
+            found.graph_path = self.path(tensor)
+        elif id(home) not in homes:
+            found.graph_path = ""  # held in two places: the root is what holds them all
+        elif len(found.graphs) == 1:
+            found.graph_path = self.path(home) if home is not None else ""
+        homes.add(id(home))
+        found.graphs.append(tensor)
 
     # ---- paths: only valid during the walk that reached the object (``parents``)
 

@@ -23,6 +23,7 @@
 import type { TranslationBundle } from '@jupyterlab/translation';
 import type { IRootBytes } from '../../protocol';
 import { formatBytes, sumBytes } from '../format';
+import { GRAPH_FIX_MIN_BYTES, isOutputGraph } from '../memory/graph-holders';
 import { maxCudaBytes } from './user-models';
 import type { FindingRule, IFinding, PerDevice } from './types';
 
@@ -190,12 +191,25 @@ function outputFinding(group: IGroup): IFinding | null {
   };
 }
 
-/** The output-tensors rule. */
+/**
+ * The output-tensors rule. A cell's output whose tensors keep autograd
+ * graphs of at least `GRAPH_FIX_MIN_BYTES` (an output-cache graph holder,
+ * agent 0.12.0) is the graph-holder rule's finding, with its own fix
+ * (detach): not told twice.
+ */
 export const outputTensorsRule: FindingRule = ({ inventory }) => {
   const roots = (inventory?.roots ?? []).filter(
     r => r.kind === 'output' && r.models === 0
   );
+  const graphNames = new Set(
+    (inventory?.graphs ?? [])
+      .filter(g => isOutputGraph(g) && sumBytes(g.bytes) >= GRAPH_FIX_MIN_BYTES)
+      .flatMap(g => g.names ?? [g.name])
+  );
   return groups(roots).flatMap(group => {
+    if (group.roots.some(r => graphNames.has(r.name))) {
+      return [];
+    }
     const finding = outputFinding(group);
     return finding ? [finding] : [];
   });

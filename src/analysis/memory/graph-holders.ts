@@ -70,13 +70,47 @@ export function largestCudaDevice(perDevice: Record<string, number>): {
   return { device, bytes };
 }
 
+/** `hex(id())` as the agent writes it: the only form of an id that reaches code. */
+const VALUE_ID = /^0x[0-9a-f]{1,16}$/;
+
+/** Whether a graph holder is an object of IPython's output cache (agent 0.12.0). */
+export function isOutputGraph(graph: IGraphHolder): boolean {
+  return graph.root === 'output';
+}
+
 /**
- * Whether the "Fix…" action may insert code for a graph holder: the variable
- * must itself be the container (path = name, not `stats['loss']`) and its
- * name a Python identifier, the only kind of name ever written into code.
+ * Whether the "Fix…" action may insert code for a graph holder: the holder
+ * must itself be the tensor or its container (path = name, not
+ * `stats['loss']` or `h.loss`); a variable's name must be a Python
+ * identifier, the only kind of name ever written into code; an output-cache
+ * object (`Out[2]`) is found by its `valueId`, which it must carry.
  */
 export function canFixGraph(graph: IGraphHolder): boolean {
-  return graph.path === graph.name && isPythonIdentifier(graph.name);
+  if (graph.path !== graph.name) {
+    return false;
+  }
+  return isOutputGraph(graph)
+    ? VALUE_ID.test(graph.valueId ?? '')
+    : isPythonIdentifier(graph.name);
+}
+
+/**
+ * The output-cache graph holders (`Out[2]` of a displayed
+ * `sum(losses) / len(losses)`) whose graphs keep storages that `graph`'s
+ * keep too (`sharedWith`), and that its Fix… can detach as well: detaching
+ * `losses` alone frees nothing while they live.
+ */
+export function sharedOutputs(
+  graph: IGraphHolder,
+  inventory: IInventory | null
+): IGraphHolder[] {
+  if (isOutputGraph(graph) || !graph.sharedWith?.length) {
+    return [];
+  }
+  const shared = new Set(graph.sharedWith);
+  return (inventory?.graphs ?? []).filter(
+    g => isOutputGraph(g) && shared.has(g.name) && canFixGraph(g)
+  );
 }
 
 /** Graph holders for display, largest (CUDA first, then all devices) first. */
@@ -140,20 +174,34 @@ export function removableHooks(
  * ({@link removableHooks}: `h = m[0].register_forward_hook(lambda mod, i,
  * o: feats.append(o))`), those hooks are removed too (by their key in the
  * module's `_forward_hooks`), or the next forward pass would append new
- * graphs. The cell is self-contained, safe to re-run, and ends without a
- * bare expression.
+ * graphs.
+ *
+ * Output-cache objects (`graph` itself when it is one, and `outputs`, from
+ * {@link sharedOutputs}) are found by id in IPython's names of them only
+ * (`Out[N]`, `_N`, `_`, `__`, `___` in the namespace, its hidden part and
+ * the display hook): each is rebound to a copy with its tensors detached (a
+ * tensor, or one in a shown list, tuple or dict), never changed in place, so
+ * a user's variable naming the same object is left as it is. The cell is
+ * self-contained, safe to re-run, and ends without a bare expression.
  *
  * @returns Python source, or null when the holder cannot be fixed safely
  *   ({@link canFixGraph}): no name that is not an identifier reaches code.
  */
-export function generateDetachCell(graph: IGraphHolder): string | null {
+export function generateDetachCell(
+  graph: IGraphHolder,
+  outputs: ReadonlyArray<IGraphHolder> = []
+): string | null {
   if (!canFixGraph(graph)) {
     return null;
   }
+  const output = isOutputGraph(graph);
+  const shown = (output ? [graph, ...outputs] : outputs).filter(
+    g => isOutputGraph(g) && canFixGraph(g)
+  );
   const name = graph.name;
   const kept = formatBytes(sumBytes(graph.bytes));
   const graphs = `${graph.count} autograd graph${graph.count === 1 ? '' : 's'}`;
-  const hooks = removableHooks(graph);
+  const hooks = output ? [] : removableHooks(graph);
   const hookLines = hooks.length
     ? [
         '',
@@ -170,43 +218,79 @@ export function generateDetachCell(graph: IGraphHolder): string | null {
         '        getattr(mod, "_forward_hooks", {}).pop(key, None)'
       ]
     : [];
+  const shownNames = shown.map(g => g.name).join(', ');
+  const outputLines = shown.length
+    ? [
+        '',
+        '    def drop_all(value):  # a shown tensor, or one in a shown list/tuple/dict',
+        '        if isinstance(value, (list, tuple)):',
+        '            return type(value)(drop(v) for v in value)',
+        '        if type(value) is dict:',
+        '            return {k: drop(v) for k, v in value.items()}',
+        '        return drop(value)',
+        '',
+        '    new = {}  # one copy of each output, under all of its names',
+        '    spaces = (ns, ip.user_ns_hidden, vars(ip.displayhook))',
+        "    for space in (*spaces, ip.history_manager.output_hist):  # IPython's only",
+        '        for key in [k for k, v in list(space.items()) if id(v) in outs]:',
+        '            if type(key) is int or re.fullmatch(r"_{1,3}|_\\d+", key):',
+        '                old = space[key]',
+        '                if id(old) not in new:',
+        '                    new[id(old)] = drop_all(old)',
+        '                space[key] = new[id(old)]'
+      ]
+    : [];
+  const variableLines = output
+    ? []
+    : [
+        '',
+        ...HELD_CHECK,
+        '    obj = ns.get(name)',
+        '    if obj is None:',
+        '        return',
+        '    if isinstance(obj, torch.Tensor):',
+        '        ns[name] = drop(obj)',
+        '    elif isinstance(obj, list):',
+        '        obj[:] = [drop(v) for v in obj]',
+        '    elif isinstance(obj, dict):',
+        '        for key in list(obj):',
+        '            obj[key] = drop(obj[key])',
+        '    elif isinstance(obj, set):',
+        '        values = {drop(v) for v in obj}',
+        '        obj.clear()',
+        '        obj.update(values)',
+        '    elif type(obj) is tuple:',
+        '        ns[name] = tuple(drop(v) for v in obj)',
+        ...hookLines
+      ];
+  const what = output
+    ? `The displayed output ${name} keeps ${graphs} alive (about ${kept}${graph.truncated ? ' or more' : ''}). It keeps the values and drops the graphs: IPython's names of it (${(graph.names ?? [name]).join(', ')}) get the same value with each tensor's graph dropped (tensor.detach()).`
+    : `${name} keeps ${graphs} alive (about ${kept}${graph.truncated ? ' or more' : ''}). It keeps the values and drops the graphs: each tensor with a grad_fn directly in it becomes tensor.detach() (same data, no graph).${shown.length ? ` The displayed output${shown.length === 1 ? '' : 's'} ${shownNames} keep${shown.length === 1 ? 's' : ''} the same graphs: detached too.` : ''}${hooks.length ? ` It removes the forward hook${hooks.length === 1 ? '' : 's'} on ${hooks.map(h => h.module).join(', ')} that append${hooks.length === 1 ? 's' : ''} to it.` : ''}`;
   return [
     DETACH_MARKER,
     ...commentLines(
-      `Inserted by jupyterlab-gpu-hygiene: ${name} keeps ${graphs} alive (about ${kept}${graph.truncated ? ' or more' : ''}). It keeps the values and drops the graphs: each tensor with a grad_fn directly in it becomes tensor.detach() (same data, no graph).${hooks.length ? ` It removes the forward hook${hooks.length === 1 ? '' : 's'} on ${hooks.map(h => h.module).join(', ')} that append${hooks.length === 1 ? 's' : ''} to it.` : ''} Next time store loss.item() or loss.detach(), or evaluate under torch.no_grad(). Safe to re-run.`
+      `Inserted by jupyterlab-gpu-hygiene: ${what} Next time store loss.item() or loss.detach(), or evaluate under torch.no_grad(). Safe to re-run.`
     ),
     ...helperHead('_gpu_hygiene_detach_graphs', [
-      `name="${name}"`,
-      `held=${pyHeld(graph.valueId)}`
+      ...(output ? [] : [`name="${name}"`, `held=${pyHeld(graph.valueId)}`]),
+      ...(shown.length
+        ? [`outs=(${shown.map(g => `${g.valueId},`).join(' ')})`]
+        : [])
     ]),
-    '    import sys',
+    `    import ${shown.length ? 're, ' : ''}sys`,
     '    from IPython import get_ipython  # works even if the name was rebound',
     '    torch = sys.modules.get("torch")',
-    '    ns = get_ipython().user_ns',
-    ...HELD_CHECK,
-    '    obj = ns.get(name)',
-    '    if torch is None or obj is None:',
+    '    ip = get_ipython()',
+    '    ns = ip.user_ns',
+    '    if torch is None:',
     '        return',
     '',
     '    def drop(value):',
     '        if isinstance(value, torch.Tensor) and value.grad_fn is not None:',
     '            return value.detach()',
     '        return value',
-    '',
-    '    if isinstance(obj, torch.Tensor):',
-    '        ns[name] = drop(obj)',
-    '    elif isinstance(obj, list):',
-    '        obj[:] = [drop(v) for v in obj]',
-    '    elif isinstance(obj, dict):',
-    '        for key in list(obj):',
-    '            obj[key] = drop(obj[key])',
-    '    elif isinstance(obj, set):',
-    '        values = {drop(v) for v in obj}',
-    '        obj.clear()',
-    '        obj.update(values)',
-    '    elif type(obj) is tuple:',
-    '        ns[name] = tuple(drop(v) for v in obj)',
-    ...hookLines,
+    ...outputLines,
+    ...variableLines,
     '',
     '_gpu_hygiene_detach_graphs()',
     ''

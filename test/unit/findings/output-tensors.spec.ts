@@ -207,3 +207,40 @@ describe('output-tensors', () => {
     );
   });
 });
+
+describe('output-tensors beside an output-cache graph holder (agent 0.12.0)', () => {
+  it('an output whose graphs are a graph-holder finding is not told twice', () => {
+    const inventory = {
+      ...inventoryOf([]),
+      roots: [
+        { ...root('Out[4]', { 'cuda:0': 64 * MiB }), cells: [4] },
+        { ...root('_4', {}), cells: [4] },
+        { ...root('Out[5]', { 'cuda:0': 8 * MiB }), cells: [5] }
+      ],
+      graphs: [
+        {
+          name: 'Out[4]',
+          path: 'Out[4]',
+          container: 'tensor' as const,
+          count: 1,
+          gradFn: 'DivBackward0',
+          bytes: { 'cuda:0': 64 * MiB },
+          nodes: 40,
+          truncated: false,
+          root: 'output' as const,
+          names: ['Out[4]', '_4'],
+          valueId: '0x7f00aa'
+        }
+      ]
+    };
+    expect(outputTensorsRule(facts(inventory)).map(f => f.id)).toEqual([
+      'output-tensors:5'
+    ]);
+    // under 1 MiB of graphs the graph holder is no finding: the output's is
+    inventory.graphs[0].bytes = { 'cuda:0': 1024 };
+    expect(outputTensorsRule(facts(inventory)).map(f => f.id)).toEqual([
+      'output-tensors:4',
+      'output-tensors:5'
+    ]);
+  });
+});
