@@ -147,7 +147,19 @@ const modelInfo = z.object({
    * agent cannot tell (torch without module registration hooks, models that
    * existed before the agent started).
    */
-  copied: z.optional(z.boolean())
+  copied: z.optional(z.boolean()),
+  /**
+   * Agent 0.12.0, for a model no root reaches (its holders all `hidden`):
+   * it is not garbage waiting for `gc.collect()`. `holder`: what keeps it,
+   * found by a bounded search up its referrers (`"module helpers:
+   * ._MODEL"`, `"class app.Cache: .model"`, `"a frame of run() (run.py:12):
+   * <local>"`), or null where none was found; `survived`: it was already
+   * reached by nothing before a full collection (`gc.collect()`, generation
+   * 2) and is still alive after it.
+   */
+  outside: z.optional(
+    z.object({ holder: z.nullable(shortText), survived: z.boolean() })
+  )
 });
 
 const lastError = z.object({

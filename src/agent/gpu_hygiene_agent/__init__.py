@@ -53,6 +53,7 @@ MODULES = (
     "models",
     "paths",
     "walk",
+    "outside",
     "roots",
     "namespace",
     "visible",

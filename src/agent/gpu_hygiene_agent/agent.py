@@ -92,6 +92,7 @@ class Agent:
         except Exception as exc:
             self.error("install", exc)
         self.ensure_tracking()
+        self.inventory.collections.install()
         self.ensure()
 
     def ensure(self):
@@ -127,6 +128,7 @@ class Agent:
             if self.comm_manager.targets.get(COMM_TARGET) == self.on_comm_open:
                 self.comm_manager.unregister_target(COMM_TARGET, self.on_comm_open)
         self.transport.close_all()
+        self.inventory.collections.uninstall()
         self.tracker.stop()
         self.sampler.stop()
         self.devices.stop()

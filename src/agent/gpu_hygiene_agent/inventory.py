@@ -20,6 +20,7 @@ from . import (
     lasterror,
     models,
     namespace,
+    outside,
     peek,
     roots,
     walk,
@@ -175,6 +176,11 @@ class Inventory:
         self.nvml_pids = None
         self.children_read = 0.0  # perf_counter() of the last read of the child processes
         self.orphans = None  # orphaned DataLoader workers: one /proc scan, then re-checked
+        # full collections (a gc.callbacks entry, installed by the agent's start) and, per model
+        # id no root reached, (that count when it was searched, its holder or None, the count
+        # when it was first seen): ``mark_outside``
+        self.collections = outside.FullCollections()
+        self.outside = {}
 
     def build(self, execution_count, reuse=False, source=None):
         """The ``inventory`` message (dict), or None when building it failed (``on_error`` was
@@ -308,8 +314,44 @@ class Inventory:
             hooks.feeding_hooks(held, walked.variables, self.shell.user_ns, torch.nn.Module)
         value_ids(variable_rows(message), walked.variables)
         mark_copies(message["models"], self.tracker.copied)
+        if walked.forest is not None:
+            self.mark_outside(message["models"], walked.forest[0])
         self.namespace_fact(message)
         return message
+
+    def mark_outside(self, entries, tops):
+        """Set ``outside`` on the ``models`` entries (dicts) that no root reaches but that are
+        no garbage: ``{"holder": what keeps it (``outside.find_holders``) or None, "survived":
+        it was unreached before a full collection and is alive after it}``. A model is searched
+        when first seen unreached and again after each full collection (``tops``: the forest's
+        LiveModules); the rest reuse the last search."""
+        hidden = {
+            e["id"]: e
+            for e in entries
+            if e["stale"] and all(h["kind"] == "hidden" for h in e["holders"])
+        }
+        if not hidden:
+            self.outside = {}
+            return
+        count = self.collections.count
+        memo = self.outside
+        searched = {}  # model id -> id(module), of the models searched now
+        todo = []
+        module = None
+        for module, order in tops:
+            key = census.model_id(module, order)
+            if key in hidden and (key not in memo or memo[key][0] != count):
+                searched[key] = id(module)
+                todo.append(module)
+        found = outside.find_holders(todo, self.shell.user_ns) if todo else {}
+        del todo, module
+        self.outside = fresh = {}
+        for key, entry in hidden.items():
+            first = memo[key][2] if key in memo else count
+            holder = found.get(searched[key]) if key in searched else memo[key][1]
+            fresh[key] = (count, holder, first)
+            if holder is not None or count > first:
+                entry["outside"] = {"holder": holder, "survived": count > first}
 
     def suspects(self, message):
         """{model id: ``sys.getrefcount`` of the module} of the models an inventory

@@ -73,3 +73,8 @@ MAX_CACHED_STORAGES = 200000  # entries of the storage cache (storage.py) before
 
 HIDDEN_HOLDER = "unreachable from the namespace"
 UNKNOWN_HOLDER = "not found: the walk bound was hit"
+
+# Models no root reaches (``outside.find_holders``): levels of referrers searched up from them
+# (one scan of the collector's objects each, for all of them at once) and objects kept per level.
+OUTSIDE_LEVELS = 8
+OUTSIDE_FRONTIER = 2000

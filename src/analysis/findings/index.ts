@@ -17,6 +17,7 @@ import { cudaContextRule } from './cuda-context';
 import { cudaTensorsRule } from './cuda-tensors';
 import { fragmentedCacheRule } from './fragmented-cache';
 import { graphHolderRule } from './graph-holder';
+import { heldOutsideRule } from './held-outside';
 import { holderUnknownRule } from './holder-unknown';
 import { keptErrorRule } from './kept-error';
 import { modelCopyRule } from './model-copy';
@@ -44,6 +45,7 @@ export { userModels } from './user-models';
 export const FINDING_RULES: ReadonlyArray<FindingRule> = [
   staleModelRule,
   unreachableRule,
+  heldOutsideRule,
   holderUnknownRule,
   namedOlderModelRule,
   modelCopyRule,

@@ -58,7 +58,8 @@ export type FindingKind =
   | 'child-processes'
   | 'kept-error'
   | 'optimizer'
-  | 'model-copy';
+  | 'model-copy'
+  | 'held-outside';
 
 /** `warning`: memory the user loses without knowing; `info`: worth knowing. */
 export type FindingSeverity = 'info' | 'warning';

@@ -6,7 +6,9 @@
  * frees them. Warning when they hold CUDA memory, else info.
  *
  * Not when the walk hit its bound: nothing reaching a model then proves
- * nothing (see `holder-unknown`).
+ * nothing (see `holder-unknown`); not for a model the agent found held
+ * outside the namespace or that survived a full collection (`outside`,
+ * agent 0.12.0: `held-outside`), which `gc.collect()` does not free.
  */
 import { formatBytes, sumBytes } from '../format';
 import {
@@ -48,7 +50,7 @@ export function classCounts(
 /** The unreachable rule: one finding for every module nothing reaches. */
 export const unreachableRule: FindingRule = ({ inventory }) => {
   const models = (inventory?.models ?? []).filter(
-    m => isHiddenOnly(m) && m.stale
+    m => isHiddenOnly(m) && m.stale && !m.outside
   );
   if (!models.length) {
     return [];

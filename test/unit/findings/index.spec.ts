@@ -27,7 +27,7 @@ describe('findings', () => {
       warningBytes: 1280 * MiB,
       infos: 2
     });
-    expect(FINDING_RULES).toHaveLength(15);
+    expect(FINDING_RULES).toHaveLength(16);
   });
 
   it('leaves findings under the floor out and keeps those that hold no bytes (issue 28, item 5)', () => {
