@@ -99,7 +99,13 @@ const sample = z.object({
   busy: z.boolean(),
   devices: z.array(deviceSample).check(z.maxLength(64)),
   /** While a cell trains an Ultralytics model: its trainer's epoch (absent otherwise). */
-  progress: z.optional(z.nullable(trainingProgress))
+  progress: z.optional(z.nullable(trainingProgress)),
+  /**
+   * Agent 0.12.0: the kernel process's resident memory (`/proc/self/statm`)
+   * and the memory it may use (physical, or its cgroup's limit when lower),
+   * bytes; null where they cannot be read (not Linux).
+   */
+  ram: z.optional(z.object({ rss: nullableBytes, total: nullableBytes }))
 });
 
 /** `hex(id())` of a Python object, as the agent writes it. */

@@ -1,9 +1,10 @@
 /**
- * Graph holders: one warning per (kernel, variable) that keeps ≥ 64 MiB of
- * autograd graphs alive on a CUDA device (`losses.append(loss)`), and an
- * info toast where the graphs are in CPU RAM only (≥ 64 MiB, a CPU kernel:
- * the same leak, it just does not fill a GPU; outside the panel nothing else
- * would say so). Raised
+ * Graph holders: one toast per (kernel, holder) that keeps ≥ 64 MiB of
+ * autograd graphs alive on a CUDA device (`losses.append(loss)`) or in CPU
+ * RAM (a CPU kernel: the same leak, it just does not fill a GPU; outside the
+ * panel nothing else would say so). Its type is the findings' one severity
+ * scale (`analysis/findings/severity.ts`): a warning from 0.5 % of the
+ * device's memory (and 64 MiB), else an info. Raised
  * once per kernel and variable, ever, and updated in place while on screen
  * (the count and bytes grow with the list); dismissed when the variable no
  * longer qualifies. Setting: `warnOnGraphHolders`.
@@ -24,6 +25,8 @@ import {
   STATE_TOAST_AUTO_CLOSE
 } from './rule';
 import { describeGraphHolder } from './text';
+import { factsOf } from '../analysis/findings';
+import { faultSeverity } from '../analysis/findings/severity';
 
 /** Graph holders worth a toast: ≥ 64 MiB on one CUDA device, or in CPU RAM only. */
 function graphsToToast(inventory: IInventory | null): IGraphRow[] {
@@ -37,6 +40,7 @@ function graphsToToast(inventory: IInventory | null): IGraphRow[] {
 export function graphsRule({ trans, actions }: IRuleContext): IToastRule {
   const check = (model: GpuKernelModel, settings: IGpuSettings): RuleResult => {
     const kernelId = model.kernelId;
+    const facts = factsOf(model);
     const rows = settings.warnOnGraphHolders
       ? graphsToToast(model.inventory)
       : [];
@@ -44,7 +48,8 @@ export function graphsRule({ trans, actions }: IRuleContext): IToastRule {
       const message = describeGraphHolder(row, trans);
       return {
         key: row.graph.name,
-        type: row.device === null ? 'info' : 'warning',
+        // the one severity scale of the findings (issue 28, item 5)
+        type: faultSeverity(row.graph.bytes, facts),
         message,
         signature: message,
         autoClose: STATE_TOAST_AUTO_CLOSE,

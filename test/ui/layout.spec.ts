@@ -7,7 +7,7 @@
  * The notebook gives the panel every kind of row: a model re-run and shown
  * as a cell's value (a stale holder `Out[2], _2, __` and a named one with
  * Delete…), a list of losses with their autograd graphs (`val_losses`, in
- * CPU RAM: Fix… and an info toast) and one of 76 B (no Fix…).
+ * CPU RAM: Fix… and a toast) and one of 76 B (no Fix…).
  *
  * Asserted in both themes, from computed styles: the contrast ratio (WCAG
  * 2.x relative luminance, alpha composited over the backgrounds below) of
@@ -16,8 +16,32 @@
  * Also the wording of the no-GPU state and the toasts' one-line buttons.
  */
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import { readFileSync } from 'fs';
+import { totalmem } from 'os';
 import { openNotebookOn } from './notebook-file';
 import { collectNoise, openPanelFromGauge } from './probes';
+
+/**
+ * The RAM the kernels of this machine may use, as the agent reads it
+ * (`ram.py`): physical memory, or the cgroup's limit when lower.
+ */
+function kernelRam(): number {
+  let total = totalmem();
+  for (const path of [
+    '/sys/fs/cgroup/memory.max',
+    '/sys/fs/cgroup/memory/memory.limit_in_bytes'
+  ]) {
+    try {
+      const text = readFileSync(path, 'utf8').trim();
+      if (/^\d+$/.test(text)) {
+        total = Math.min(total, Number(text));
+      }
+    } catch {
+      // no such cgroup file
+    }
+  }
+  return total;
+}
 
 test.use({ autoGoto: true });
 
@@ -230,13 +254,21 @@ test('VRAM panel at its default width, light and dark: AA contrast, no sideways 
   await run(page, 0, MODEL); // the re-run: the first model is held by Out[1], _
   await run(page, 1, LOSSES);
 
-  // 96 MiB of graphs in CPU RAM: an info toast says so, outside the panel.
+  // 96 MiB of graphs in CPU RAM: a toast says so, outside the panel; an info
+  // or a warning by the one severity scale (0.5 % of the RAM the kernel may
+  // use, at least 64 MiB: a warning on a machine under 19.2 GB)
   const graphToast = page
     .locator('.Toastify__toast')
     .filter({ hasText: 'val_losses keeps 12 autograd graphs alive' });
   await expect(graphToast).toHaveCount(1);
   await expect(graphToast).toContainText('on cpu');
-  await expect(graphToast).toHaveClass(/jp-Notification-Toast-info/);
+  const severity =
+    96 * 2 ** 20 >= Math.max(64 * 2 ** 20, 0.005 * kernelRam())
+      ? 'warning'
+      : 'info';
+  await expect(graphToast).toHaveClass(
+    new RegExp(`jp-Notification-Toast-${severity}`)
+  );
   const toastButtons = await brokenTexts(
     page,
     '.Toastify__toast .jp-toast-button'

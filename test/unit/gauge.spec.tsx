@@ -51,8 +51,9 @@ describe('gaugeState', () => {
       'Cached by PyTorch: 24.0 MiB — free for this kernel, released by empty_cache()',
       'CUDA context and libraries: 636.0 MiB — freed only by restarting the kernel',
       'Not a leak: most of this kernel’s VRAM is PyTorch’s reusable cache and the CUDA context, not live tensors.',
-      // issue 17: the findings summary (the stale YOLO; the CUDA context)
-      'Findings: 1 warning (12.1 MiB), 1 info',
+      // issue 17: the findings summary (the stale YOLO, 12 MiB of RAM, and the
+      // CUDA context: infos on the one scale of issue 28)
+      'Findings: 2 infos',
       'Live models: 2 (1 stale)'
     ]);
   });

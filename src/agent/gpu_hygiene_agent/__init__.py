@@ -46,6 +46,7 @@ MODULES = (
     "limits",
     "peek",
     "util",
+    "ram",
     "degrade",
     "progress",
     "storage",

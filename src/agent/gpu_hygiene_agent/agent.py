@@ -20,6 +20,7 @@ from .limits import (
     PROTOCOL,
 )
 from .progress import ProgressReader
+from .ram import Ram
 from .sampler import SamplerThread
 from .tracker import ModuleTracker
 from .transport import Transport, check_message
@@ -74,6 +75,7 @@ class Agent:
         self.progress = ProgressReader(self.tracker)  # the Ultralytics trainer's epoch
         self.pid = os.getpid()
         self.gpu_processes = GpuProcesses(self.pid)
+        self.ram = Ram()  # the sample's RAM figures
         own = (self, self.kernel, self.comm_manager, self.tracker, self.comms, self.transport)
         self.inventory = inventory.Inventory(
             shell, self.tracker, frozenset(map(id, own)), self._inventory_error
@@ -387,6 +389,7 @@ class Agent:
             "seq": next(self.sample_seq),
             "busy": busy,
             "devices": self.devices.sample(self._nvml_error),
+            "ram": self.ram.fact(),
         }
         if progress is not None:
             message["progress"] = progress

@@ -1,9 +1,8 @@
 /**
- * Graph holder: a user variable that keeps autograd graphs alive
- * (`losses.append(loss)`), from `inventory.graphs` with the thresholds of
- * `../memory/graph-holders.ts`: warning at ≥ `GRAPH_WARN_BYTES` (64 MiB) on one
- * CUDA device, else info; none below `GRAPH_FIX_MIN_BYTES` (1 MiB: a few scalar
- * losses, harmless). Fix: "Fix…" (ask, then detach) where `canFixGraph` allows
+ * Graph holder: a user variable, an attribute or a displayed output that
+ * keeps autograd graphs alive (`losses.append(loss)`), from
+ * `inventory.graphs`: severity on the one scale (`./severity.ts`); none below
+ * `GRAPH_FIX_MIN_BYTES` (1 MiB: a few scalar losses, harmless). Fix: "Fix…" (ask, then detach) where `canFixGraph` allows
  * it, else no button. A holder fed by a forward hook (`hooks`) says on
  * which module; its Fix… also removes that hook. Its toast stays the graph-holder rule's
  * (`notifications/graph-toast.ts`).
@@ -14,11 +13,11 @@ import type { IGraphHolder, IInventory } from '../../protocol';
 import {
   GRAPH_FIX_MIN_BYTES,
   graphRows,
-  GRAPH_WARN_BYTES,
   isOutputGraph,
   sharedOutputs
 } from '../memory/graph-holders';
 import type { FindingRule, IFinding } from './types';
+import { faultSeverity } from './severity';
 
 /**
  * What the finding adds when other holders keep the same graphs
@@ -56,13 +55,13 @@ function sharedNote(
 }
 
 /** The graph-holder rule: one finding per graph holder. */
-export const graphHolderRule: FindingRule = ({ inventory }) =>
-  graphRows(inventory)
+export const graphHolderRule: FindingRule = facts =>
+  graphRows(facts.inventory)
     .filter(row => row.bytes >= GRAPH_FIX_MIN_BYTES)
     .map((row): IFinding => ({
       kind: 'graph-holder',
       id: `graph-holder:${row.graph.name}`,
-      severity: row.deviceBytes >= GRAPH_WARN_BYTES ? 'warning' : 'info',
+      severity: faultSeverity(row.graph.bytes, facts),
       subject: row.graph.path,
       bytes: { ...row.graph.bytes },
       explain: trans =>
@@ -93,7 +92,7 @@ export const graphHolderRule: FindingRule = ({ inventory }) =>
                 row.graph.path,
                 row.graph.truncated ? '≥ ' : '~',
                 formatBytes(row.bytes)
-              )) + sharedNote(trans, row.graph, inventory),
+              )) + sharedNote(trans, row.graph, facts.inventory),
       evidence: [
         row.graph.path,
         `${row.graph.gradFn} ×${row.graph.count}`,

@@ -9,12 +9,13 @@
  * One finding per model; warning when it holds CUDA memory, else info.
  */
 import { formatBytes, sumBytes } from '../format';
-import { maxCudaBytes, modelAndParts } from './user-models';
+import { modelAndParts } from './user-models';
 import type { FindingRule, IFinding } from './types';
+import { faultSeverity } from './severity';
 
 /** The held-outside rule. */
-export const heldOutsideRule: FindingRule = ({ inventory }) =>
-  (inventory?.models ?? [])
+export const heldOutsideRule: FindingRule = facts =>
+  (facts.inventory?.models ?? [])
     .filter(m => m.outside && m.stale)
     .map((m): IFinding => {
       const bytes = modelAndParts(m);
@@ -23,7 +24,7 @@ export const heldOutsideRule: FindingRule = ({ inventory }) =>
       return {
         kind: 'held-outside',
         id: `held-outside:${m.id}`,
-        severity: maxCudaBytes(bytes) > 0 ? 'warning' : 'info',
+        severity: faultSeverity(bytes, facts),
         subject: what,
         bytes,
         explain: trans =>

@@ -18,7 +18,7 @@ import type { IKeptError } from '../../protocol';
 import { formatBytes, sumBytes } from '../format';
 import { isPythonIdentifier } from '../python';
 import type { FindingRule, IFinding } from './types';
-import { maxCudaBytes } from './user-models';
+import { faultSeverity } from './severity';
 
 /** `err → step → .acts` (the frame's largest local), one line per frame. */
 export function keptErrorChain(error: IKeptError): string[] {
@@ -35,7 +35,8 @@ export function keptErrorNames(
 }
 
 /** The kept-error rule: one finding per exception a variable keeps. */
-export const keptErrorRule: FindingRule = ({ inventory }) => {
+export const keptErrorRule: FindingRule = facts => {
+  const { inventory } = facts;
   const found: IFinding[] = [];
   for (const error of inventory?.keptErrors ?? []) {
     const bytes = { ...error.bytes };
@@ -52,7 +53,7 @@ export const keptErrorRule: FindingRule = ({ inventory }) => {
     found.push({
       kind: 'kept-error',
       id: `kept-error:${error.path}`,
-      severity: maxCudaBytes(bytes) > 0 ? 'warning' : 'info',
+      severity: faultSeverity(bytes, facts),
       subject: error.path,
       bytes,
       explain: trans =>

@@ -5,8 +5,8 @@
  * half of the owner-object rule (`owner-object.ts`). One finding per model:
  * its path, what it holds with bytes ("a model copy (11.5 MiB), an EMA copy
  * (11.5 MiB), AdamW state (23.0 MiB)"), evidence (each part's path and
- * bytes) and the fix. Warning when the parts hold at least
- * {@link OWNER_WARN_BYTES} on one CUDA device, else info.
+ * bytes) and the fix. Severity: the one scale (`./severity.ts`) on the
+ * finding's bytes, applied by the owner-object rule.
  *
  * Fix, first that applies:
  * - an Ultralytics `YOLO` that a user variable names itself, with parts
@@ -30,7 +30,6 @@ import { isPythonIdentifier } from '../python';
 import { deletableNames } from '../memory/holders';
 import {
   addBytes,
-  maxCudaBytes,
   modelAndParts,
   modelName,
   namesModel,
@@ -38,9 +37,6 @@ import {
   userModels
 } from './user-models';
 import type { IFinding, PerDevice } from './types';
-
-/** Parts on one CUDA device from which an owner object is a warning (64 MiB). */
-export const OWNER_WARN_BYTES = 64 * 2 ** 20;
 
 /** Whether a part is an EMA copy: a model part whose path has an `ema` step. */
 function isEma(part: IPart): boolean {
@@ -127,7 +123,7 @@ function finishedTrainerFinding(
   return {
     kind: 'owner-object',
     id: `owner-object:${model.id}`,
-    severity: maxCudaBytes(bytes) >= OWNER_WARN_BYTES ? 'warning' : 'info',
+    severity: 'warning', // weighed by the rule (faultSeverity)
     subject: `${dropper}.trainer`,
     bytes,
     explain: trans =>
@@ -190,7 +186,7 @@ function modelPartsFinding(model: IModelInfo): IFinding {
   return {
     kind: 'owner-object',
     id: `owner-object:${model.id}`,
-    severity: maxCudaBytes(partBytes) >= OWNER_WARN_BYTES ? 'warning' : 'info',
+    severity: 'warning', // weighed by the rule (faultSeverity)
     subject,
     bytes,
     explain: trans =>

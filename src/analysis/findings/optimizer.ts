@@ -23,7 +23,7 @@ import type { IStrandedOptimizer } from '../../protocol';
 import { formatBytes, sumBytes } from '../format';
 import { isPythonIdentifier } from '../python';
 import type { FindingRule, IFinding } from './types';
-import { maxCudaBytes } from './user-models';
+import { faultSeverity } from './severity';
 
 /** The optimizers and the variables that keep them (no other rule lists them). */
 export function optimizerNames(
@@ -33,7 +33,8 @@ export function optimizerNames(
 }
 
 /** The optimizer rule: one finding per optimizer that keeps bytes. */
-export const optimizerRule: FindingRule = ({ inventory }) => {
+export const optimizerRule: FindingRule = facts => {
+  const { inventory } = facts;
   const found: IFinding[] = [];
   for (const optimizer of inventory?.optimizers ?? []) {
     const bytes = { ...optimizer.bytes };
@@ -54,7 +55,8 @@ export const optimizerRule: FindingRule = ({ inventory }) => {
     found.push({
       kind: 'optimizer',
       id: `optimizer:${optimizer.name}`,
-      severity: stranded && maxCudaBytes(bytes) > 0 ? 'warning' : 'info',
+      // a live model's optimizer state is its training, not a fault: info
+      severity: stranded ? faultSeverity(bytes, facts) : 'info',
       subject: optimizer.name,
       bytes,
       explain: trans =>

@@ -26,6 +26,7 @@ import { formatBytes, sumBytes } from '../format';
 import { GRAPH_FIX_MIN_BYTES, isOutputGraph } from '../memory/graph-holders';
 import { maxCudaBytes } from './user-models';
 import type { FindingRule, IFinding, PerDevice } from './types';
+import { faultSeverity } from './severity';
 
 const CELL = /^(?:Out\[(\d{1,9})\]|_(\d{1,9}))$/;
 const SLOTS = new Set(['_', '__', '___']);
@@ -179,7 +180,7 @@ function outputFinding(group: IGroup): IFinding | null {
       : f.legacySlots
         ? 'output-tensors:_'
         : `output-tensors:copy:${names[0]}`,
-    severity: f.onGpu ? 'warning' : 'info',
+    severity: 'info', // weighed by the rule (faultSeverity)
     subject: f.subject,
     bytes,
     ...(sumBytes(f.shared) > 0
@@ -197,7 +198,8 @@ function outputFinding(group: IGroup): IFinding | null {
  * agent 0.12.0) is the graph-holder rule's finding, with its own fix
  * (detach): not told twice.
  */
-export const outputTensorsRule: FindingRule = ({ inventory }) => {
+export const outputTensorsRule: FindingRule = facts => {
+  const { inventory } = facts;
   const roots = (inventory?.roots ?? []).filter(
     r => r.kind === 'output' && r.models === 0
   );
@@ -211,6 +213,8 @@ export const outputTensorsRule: FindingRule = ({ inventory }) => {
       return [];
     }
     const finding = outputFinding(group);
-    return finding ? [finding] : [];
+    return finding
+      ? [{ ...finding, severity: faultSeverity(finding.bytes, facts) }]
+      : [];
   });
 };

@@ -15,8 +15,8 @@
  * - else no button; when nothing is the owner's alone (a Lightning
  *   `module` reaches its `trainer` through `module._trainer`), the
  *   explanation says that deleting it alone frees nothing.
- * Warning when what it holds beside the model reaches
- * {@link OWNER_WARN_BYTES} on one CUDA device, else info.
+ * Severity: the one scale (`./severity.ts`) on what deleting it frees;
+ * info when that is nothing (held elsewhere).
  *
  * The rule also tells models with optimizer state or model copies among
  * their own parts (an Ultralytics YOLO after `train()`): see
@@ -31,15 +31,10 @@ import type {
 } from '../../protocol';
 import { formatBytes, formatPlacement, sumBytes } from '../format';
 import { isPythonIdentifier } from '../python';
-import { modelOwnerFindings, OWNER_WARN_BYTES } from './model-parts';
-import {
-  addBytes,
-  maxCudaBytes,
-  namesModel,
-  ownerCopies,
-  userModels
-} from './user-models';
+import { modelOwnerFindings } from './model-parts';
+import { addBytes, namesModel, ownerCopies, userModels } from './user-models';
 import type { FindingFix, FindingRule, IFinding, PerDevice } from './types';
+import { faultSeverity } from './severity';
 
 /**
  * What an owner object holds, with bytes, for the explanation: "a model
@@ -293,10 +288,8 @@ function ownerFinding(
   return {
     kind: 'owner-object',
     id: `owner-object:${d.name}`,
-    severity:
-      !heldElsewhere && maxCudaBytes(beside) >= OWNER_WARN_BYTES
-        ? 'warning'
-        : 'info',
+    // weighed by the rule (faultSeverity); held elsewhere frees nothing: info
+    severity: heldElsewhere || sumBytes(beside) <= 0 ? 'info' : 'warning',
     subject: d.name,
     bytes: heldElsewhere ? {} : d.freed,
     ...(heldElsewhere
@@ -331,7 +324,11 @@ function ownerFindings(inventory: IInventory | null): IFinding[] {
 }
 
 /** The owner-object rule: one finding per owner object, and per model with optimizer state or model copies. */
-export const ownerObjectRule: FindingRule = ({ inventory }) => {
-  const owners = ownerFindings(inventory);
-  return [...owners, ...modelOwnerFindings(inventory, owners)];
+export const ownerObjectRule: FindingRule = facts => {
+  const owners = ownerFindings(facts.inventory);
+  return [...owners, ...modelOwnerFindings(facts.inventory, owners)].map(f =>
+    f.severity === 'warning'
+      ? { ...f, severity: faultSeverity(f.bytes, facts) }
+      : f
+  );
 };

@@ -12,9 +12,11 @@ import {
 import { formatBytes, listNames, sumBytes } from '../format';
 import { modelAndParts, modelName, userModels } from './user-models';
 import type { FindingRule, IFinding } from './types';
+import { faultSeverity } from './severity';
 
 /** The stale-model rule. */
-export const staleModelRule: FindingRule = ({ inventory }) => {
+export const staleModelRule: FindingRule = facts => {
+  const { inventory } = facts;
   const stacked = new Set(
     (inventory ? findStackedModels(inventory) : []).flatMap(g =>
       g.older.map(m => m.id)
@@ -36,7 +38,7 @@ export const staleModelRule: FindingRule = ({ inventory }) => {
       return {
         kind: 'stale-model',
         id: `stale-model:${model.id}`,
-        severity: 'warning',
+        severity: faultSeverity(bytes, facts),
         subject: name,
         bytes,
         explain: trans =>

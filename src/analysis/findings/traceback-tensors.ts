@@ -7,16 +7,13 @@
  * Clean GPU (it clears the last traceback).
  */
 import { formatBytes, formatPlacement, sumBytes } from '../format';
-import {
-  addBytes,
-  maxCudaBytes,
-  modelAndParts,
-  userModels
-} from './user-models';
+import { addBytes, modelAndParts, userModels } from './user-models';
 import type { FindingRule } from './types';
+import { faultSeverity } from './severity';
 
 /** The traceback-tensors rule: at most one finding. */
-export const tracebackTensorsRule: FindingRule = ({ inventory }) => {
+export const tracebackTensorsRule: FindingRule = facts => {
+  const { inventory } = facts;
   if (!inventory) {
     return [];
   }
@@ -53,7 +50,7 @@ export const tracebackTensorsRule: FindingRule = ({ inventory }) => {
     {
       kind: 'traceback-tensors',
       id: 'traceback-tensors',
-      severity: maxCudaBytes(bytes) > 0 ? 'warning' : 'info',
+      severity: faultSeverity(bytes, facts),
       subject,
       bytes,
       explain: trans =>

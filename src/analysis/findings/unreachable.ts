@@ -11,13 +11,9 @@
  * agent 0.12.0: `held-outside`), which `gc.collect()` does not free.
  */
 import { formatBytes, sumBytes } from '../format';
-import {
-  addBytes,
-  isHiddenOnly,
-  maxCudaBytes,
-  modelAndParts
-} from './user-models';
+import { addBytes, isHiddenOnly, modelAndParts } from './user-models';
 import type { FindingRule } from './types';
+import { faultSeverity } from './severity';
 
 /**
  * Class names with a count, most first: `Conv ×8, C2f ×3, Detect`; beyond
@@ -48,7 +44,8 @@ export function classCounts(
 }
 
 /** The unreachable rule: one finding for every module nothing reaches. */
-export const unreachableRule: FindingRule = ({ inventory }) => {
+export const unreachableRule: FindingRule = facts => {
+  const { inventory } = facts;
   const models = (inventory?.models ?? []).filter(
     m => isHiddenOnly(m) && m.stale && !m.outside
   );
@@ -62,7 +59,7 @@ export const unreachableRule: FindingRule = ({ inventory }) => {
     {
       kind: 'unreachable',
       id: 'unreachable',
-      severity: maxCudaBytes(bytes) > 0 ? 'warning' : 'info',
+      severity: faultSeverity(bytes, facts),
       subject: classes,
       bytes,
       explain: trans =>

@@ -172,8 +172,8 @@ describe('output-tensors', () => {
         out(
           '__',
           [],
-          { 'cuda:0': 32 * MiB },
-          { bytes: { 'cuda:0': 32 * MiB }, tensors: 1 }
+          { 'cuda:0': 128 * MiB },
+          { bytes: { 'cuda:0': 128 * MiB }, tensors: 1 }
         ),
         out('_2', [], { 'cuda:0': 4 * MiB }),
         out('Out[5]', [5], { cpu: MiB }, { bytes: { cpu: MiB }, tensors: 1 })
@@ -182,11 +182,12 @@ describe('output-tensors', () => {
     const list = outputTensorsRule(facts(inventory));
     expect(list.map(f => [f.id, f.severity, f.subject])).toEqual([
       ['output-tensors:5', 'info', 'Out[5]'],
+      // one scale: 128 MiB of VRAM is a warning, 4 MiB an info
       ['output-tensors:copy:__', 'warning', '__'],
-      ['output-tensors:copy:_2', 'warning', '_2']
+      ['output-tensors:copy:_2', 'info', '_2']
     ]);
     expect(list[1].explain(trans)).toBe(
-      'A hidden copy in the output cache (__) keeps 1 tensor alive, 32.0 MiB, that no variable names. Clean GPU drops it from the output cache.'
+      'A hidden copy in the output cache (__) keeps 1 tensor alive, 128.0 MiB, that no variable names. Clean GPU drops it from the output cache.'
     );
     expect(list[2].explain(trans)).toBe(
       'A hidden copy in the output cache (_2) keeps tensors alive, 4.0 MiB, that no variable names. Clean GPU drops them from the output cache.'

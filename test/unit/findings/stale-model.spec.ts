@@ -3,12 +3,12 @@ import { c01Inventory, held, yolo } from '../fixtures';
 import { facts, inventoryOf, MiB, trans } from './helpers';
 
 describe('stale-model', () => {
-  it('C01: the older YOLO held only by Out[2] is a warning, freed by its own plan', () => {
+  it('C01: the older YOLO held only by Out[2], freed by its own plan; 12 MiB of RAM is an info', () => {
     const [finding] = staleModelRule(facts(c01Inventory()));
     expect(finding).toMatchObject({
       kind: 'stale-model',
       id: 'stale-model:0x7f0000000001',
-      severity: 'warning',
+      severity: 'info',
       subject: 'YOLO (yolov8n.yaml)',
       bytes: { cpu: 12_700_000 },
       evidence: ['Out[2]', '_2', '__'],

@@ -16,7 +16,7 @@ describe('unreachable', () => {
     expect(list).toHaveLength(1);
     expect(list[0]).toMatchObject({
       kind: 'unreachable',
-      severity: 'warning',
+      severity: 'info', // 8 MiB: under the one scale's 64 MiB
       subject: 'Conv ×2, C2f, Detect',
       bytes: { 'cuda:0': 8 * MiB },
       fix: { kind: 'clean', plan: {} }

@@ -89,15 +89,16 @@ describe('findings toast', () => {
 
   it('a lone stale model (not a stack): its own warning, freed by its own plan', () => {
     const { model, notifier, calls } = setup();
+    // a YOLOv8x-sized stale model: a warning on the one scale (≥ 64 MiB here)
     const stale = yolo({
-      bytes: { 'cuda:0': 12 * MiB },
+      bytes: { 'cuda:0': 512 * MiB },
       holders: [held('output', 'Out[2]'), held('output', '_2')],
       stale: true
     });
     model.apply(cuda({ models: [stale] }));
     const messages = toasts().map(t => t.message);
     expect(messages).toEqual([
-      'No variable names YOLO (yolov8n.yaml) (12.0 MiB) any more; only Out[2], _2 keeps it alive. Clean GPU frees it.'
+      'No variable names YOLO (yolov8n.yaml) (512.0 MiB) any more; only Out[2], _2 keeps it alive. Clean GPU frees it.'
     ]);
     toasts()[0].options.actions?.[0].callback(new MouseEvent('click'));
     expect(calls).toEqual([
@@ -206,16 +207,17 @@ describe('findings toast', () => {
         order: i,
         className: 'Conv',
         label: 'Conv',
-        bytes: { 'cuda:0': 4 * MiB },
+        bytes: { 'cuda:0': 200 * MiB },
         holders: [held('hidden', 'unreachable from the namespace')],
         stale: true
       });
     model.apply(gpuSample(8000 * MiB, 80_000 * MiB)); // CUDA context: info
+    // 600 MiB of an 80,000 MiB device: a warning from 400 MiB (0.5 %)
     model.apply(cuda({ models: [layer(1), layer(2), layer(3)] }));
     expect(toasts().map(t => [t.type, t.message])).toEqual([
       [
         'warning',
-        'Unreachable, waiting for garbage collection (reference cycle), 12.0 MiB: 3 modules (Conv ×3). Clean GPU runs gc.collect() and frees them.'
+        'Unreachable, waiting for garbage collection (reference cycle), 600.0 MiB: 3 modules (Conv ×3). Clean GPU runs gc.collect() and frees them.'
       ]
     ]);
     notifier.dispose();
