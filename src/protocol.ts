@@ -157,9 +157,9 @@ const modelInfo = z.object({
   /**
    * Agent 0.12.0, for a model no root reaches (its holders all `hidden`):
    * it is not garbage waiting for `gc.collect()`. `holder`: what keeps it,
-   * found by a bounded search up its referrers (`"module helpers:
-   * ._MODEL"`, `"class app.Cache: .model"`, `"a frame of run() (run.py:12):
-   * <local>"`), or null where none was found; `survived`: it was already
+   * found by a bounded search up its referrers to a module's globals or the
+   * notebook's namespace (`"module helpers: ._MODEL"`, `"the notebook's
+   * namespace: .Cache.model"`), or null where none was found; `survived`: it was already
    * reached by nothing before a full collection (`gc.collect()`, generation
    * 2) and is still alive after it.
    */

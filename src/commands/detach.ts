@@ -32,15 +32,18 @@ function graphTarget(
 /**
  * What every holder of `inventory` keeps, bytes on all devices: the sum of
  * its roots' `bytes` (the agent counts each storage once, for the first root
- * that reaches it, graphs' saved storages included), or null without an
- * inventory. Detaching frees memory only when no other holder keeps what
+ * that reaches it, graphs' saved storages included) but the `hidden` row
+ * (models nothing reaches, which a collection during the cell may free), or
+ * null without an inventory. Detaching frees memory only when no other holder keeps what
  * the graphs saved, so the receipt compares this total before and after the
  * cell, never one holder's figure (which drops when another holder takes
  * over its storages).
  */
 export function heldTotal(inventory: IInventory | null): number | null {
   return inventory
-    ? inventory.roots.reduce((sum, root) => sum + sumBytes(root.bytes), 0)
+    ? inventory.roots
+        .filter(root => root.kind !== 'hidden')
+        .reduce((sum, root) => sum + sumBytes(root.bytes), 0)
     : null;
 }
 

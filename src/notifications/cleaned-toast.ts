@@ -1,6 +1,7 @@
 /**
- * Cleaned: an info toast after a clean cell (what it freed), one per
- * kernel: a second clean updates it rather than stacking. It hides itself
+ * Cleaned: a toast after a clean cell (what it freed), one per kernel: a
+ * second clean updates it rather than stacking. A success when the models'
+ * storages freed bytes, else an info. It hides itself
  * after 8 s. Always on (no setting). When models freed nothing, it says
  * what PyTorch's cache returned and what stays fragmented or held, from the
  * clean cell's inventory (sent just before `cleaned`).
@@ -8,6 +9,7 @@
 import type { GpuKernelModel } from '../model';
 import type { ICleaned } from '../protocol';
 import type { IRuleContext, IToastRule } from './rule';
+import { sumBytes } from '../analysis/format';
 import { describeCleaned } from './text';
 
 /**
@@ -48,7 +50,8 @@ export function cleanedRule({ trans }: IRuleContext): IToastRule {
     onCleaned: (model, cleaned) => [
       {
         key: '',
-        type: 'success',
+        // nothing freed is no success (issue 28, item 1)
+        type: sumBytes(cleaned.freed) > 0 ? 'success' : 'info',
         message: describeCleaned(
           cleaned,
           trans,

@@ -275,6 +275,10 @@ export function describeGraphHolder(
  * segments are on) and what live tensors still hold (allocated after), e.g.
  * "Clean GPU freed 0 B of models (2 → 2 live); returned 1.0 GiB of
  * PyTorch's cache; 96.0 MiB stays fragmented, 2.0 GiB in live tensors."
+ * Where the two counts seem to contradict, it says why, when it fits: fewer
+ * live models but 0 B freed (their tensors stay, held by another name), or
+ * more live models after than before (a model's part, an EMA copy, counted
+ * on its own once its owner went).
  *
  * @param models - live models before and after, as the user counts them
  *   (see `cleanedCounts`); default: the agent's counts.
@@ -298,6 +302,20 @@ export function describeCleaned(
       : null;
   const allocated = drop(cleaned.allocated);
   const reserved = drop(cleaned.reserved);
+  // the two figures come from two counts (the agent's storages, the user's
+  // models): where they seem to contradict, say why (issue 28, item 1)
+  const why =
+    models.after > models.before
+      ? trans.__(
+          "A model's part (a trainer's EMA copy) now counts as a model of its own."
+        )
+      : freed === 0 && models.after < models.before
+        ? trans.__(
+            'Their tensors stay: another name holds them (the VRAM panel says which).'
+          )
+        : '';
+  const withWhy = (text: string) =>
+    why && text.length + 1 + why.length <= MAX_TOAST ? `${text} ${why}` : text;
   const fragmented =
     allocator && !allocator.expandableSegments
       ? allocator.devices.reduce((sum, d) => sum + d.inactiveSplit, 0)
@@ -307,29 +325,33 @@ export function describeCleaned(
       (sum, v) => sum + v.after,
       0
     );
-    return fragmented !== null
-      ? trans.__(
-          "Clean GPU freed 0 B of models (%1 → %2 live); returned %3 of PyTorch's cache; %4 stays fragmented, %5 in live tensors.",
-          models.before,
-          models.after,
-          formatBytes(reserved),
-          formatBytes(fragmented),
-          formatBytes(live)
-        )
-      : trans.__(
-          "Clean GPU freed 0 B of models (%1 → %2 live); returned %3 of PyTorch's cache; %4 stays in live tensors.",
-          models.before,
-          models.after,
-          formatBytes(reserved),
-          formatBytes(live)
-        );
+    return withWhy(
+      fragmented !== null
+        ? trans.__(
+            "Clean GPU freed 0 B of models (%1 → %2 live); returned %3 of PyTorch's cache; %4 stays fragmented, %5 in live tensors.",
+            models.before,
+            models.after,
+            formatBytes(reserved),
+            formatBytes(fragmented),
+            formatBytes(live)
+          )
+        : trans.__(
+            "Clean GPU freed 0 B of models (%1 → %2 live); returned %3 of PyTorch's cache; %4 stays in live tensors.",
+            models.before,
+            models.after,
+            formatBytes(reserved),
+            formatBytes(live)
+          )
+    );
   }
   const parts = [
-    trans.__(
-      'Clean GPU freed %1 of models (%2 → %3 live).',
-      formatBytes(freed),
-      models.before,
-      models.after
+    withWhy(
+      trans.__(
+        'Clean GPU freed %1 of models (%2 → %3 live).',
+        formatBytes(freed),
+        models.before,
+        models.after
+      )
     )
   ];
   if (allocated !== null && reserved !== null) {

@@ -167,5 +167,9 @@ def test_graphs_under_an_attribute_or_nested_twice_are_found(device, session):
     # relu saves its output (2 MiB) and mm its input (2 MiB); sigmoid its output and mm its input
     assert attr["bytes"][s.dev] == saved["a"] + 4
     assert nested["bytes"][s.dev] == saved["b"] + 4
-    _, inventory = s.run(code="run.loss = run.loss.item()\nhistory.clear()")
+    # two attributes: no one place holds them, and nothing a Fix… cell can act on
+    _, inventory = s.run(code="run.acc = (torch.randn(256, 512, device=DEV) @ w).exp().sum()")
+    attr = graphs_by_name(inventory)["run"]
+    assert (attr["path"], attr["container"], attr["count"]) == ("run…", "object", 2)
+    _, inventory = s.run(code="run.loss = run.loss.item()\nrun.acc = 0\nhistory.clear()")
     assert inventory["graphs"] == []

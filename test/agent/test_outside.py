@@ -20,12 +20,28 @@ pytestmark = [pytest.mark.timeout(180)]
 
 HELPERS = """import torch
 _MODEL = None
+A = B = None
+MODELS = []
 
 
 def load():
     global _MODEL
     _MODEL = torch.nn.Linear(256, 256)
     return _MODEL
+
+
+class Sly:
+    # a holder whose class lies about itself: reading __class__ or any attribute through
+    # __getattribute__ would run this code, which the agent must never do
+    @property
+    def __class__(self):
+        raise RuntimeError("the agent read __class__")
+
+    def __getattribute__(self, name):
+        raise RuntimeError(f"the agent read .{name}")
+
+
+SLY = Sly()
 """
 
 
@@ -54,6 +70,12 @@ def test_held_outside_is_named_and_garbage_is_not(new_kernel, tmp_path):
         "import helpers\n"
         "m = helpers.load()\n"
         "del m\n"
+        "helpers.A, helpers.B = torch.nn.Linear(8, 8), torch.nn.Linear(9, 9)\n"
+        "helpers.MODELS.extend([torch.nn.Linear(10, 10), torch.nn.Linear(11, 11)])\n"
+        "object.__setattr__(helpers.SLY, 'model', torch.nn.Linear(12, 12))\n"
+        "class Gone:\n"
+        "    model = torch.nn.Linear(16, 16)\n"
+        "del Gone  # a class is a cycle: its attribute is garbage now, not held\n"
         "class Cache:\n"
         "    model = None\n"
         "Cache.model = torch.nn.Linear(128, 128)\n"
@@ -72,7 +94,19 @@ def test_held_outside_is_named_and_garbage_is_not(new_kernel, tmp_path):
     models = unreached(inventory)
     held = {key[1]: m.get("outside") for key, m in models.items()}
     assert held[256 * 256 + 256] == {"holder": "module helpers: ._MODEL", "survived": False}
-    assert held[128 * 128 + 128] == {"holder": "class __main__.Cache: .model", "survived": False}
+    # two models of one module, two of one list: each found, by its own path
+    assert held[8 * 8 + 8]["holder"] == "module helpers: .A"
+    assert held[9 * 9 + 9]["holder"] == "module helpers: .B"
+    assert held[10 * 10 + 10]["holder"] == "module helpers: .MODELS[0]"
+    assert held[11 * 11 + 11]["holder"] == "module helpers: .MODELS[1]"
+    # through an object whose class lies about itself, read without running it
+    assert held[12 * 12 + 12]["holder"].startswith("module helpers: .SLY")
+    # a class attribute: the class is held by the notebook's namespace
+    assert held[128 * 128 + 128] == {
+        "holder": "the notebook's namespace: .Cache.model",
+        "survived": False,
+    }
+    assert held[16 * 16 + 16] is None  # the deleted class's: garbage, waiting for gc
     # a running function's locals are not read (frame.f_locals would keep them): not named
     assert held[64 * 64 + 64] is None
     assert held[32 * 32 + 32] is None  # garbage in a cycle: waiting for gc, as before
@@ -81,14 +115,18 @@ def test_held_outside_is_named_and_garbage_is_not(new_kernel, tmp_path):
     # a collection frees the garbage and changes nothing for the held ones
     inventory = cell(kernel, comm, "gc.collect()")
     held = {key[1]: m.get("outside") for key, m in unreached(inventory).items()}
-    assert set(held) == {256 * 256 + 256, 128 * 128 + 128, 64 * 64 + 64}
+    assert 16 * 16 + 16 not in held and 32 * 32 + 32 not in held  # the garbage went
+    assert {256 * 256 + 256, 128 * 128 + 128, 64 * 64 + 64} <= set(held)
     assert held[256 * 256 + 256] == {"holder": "module helpers: ._MODEL", "survived": True}
     # the thread's model outlived the collection: not garbage, whatever holds it
     assert held[64 * 64 + 64] == {"holder": None, "survived": True}
 
     # dropping the holders frees them (the thread's frame ends with the thread)
     inventory = cell(
-        kernel, comm, "helpers._MODEL = None\nCache.model = None\nstop.set()\nworker.join()"
+        kernel,
+        comm,
+        "helpers._MODEL = helpers.A = helpers.B = None\nhelpers.MODELS.clear()\n"
+        "del helpers.SLY\nCache.model = None\nstop.set()\nworker.join()",
     )
     assert unreached(inventory) == {}
 

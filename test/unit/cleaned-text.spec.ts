@@ -80,3 +80,42 @@ describe('describeCleaned explains a small "freed"', () => {
     ).toBe('Clean GPU freed 0 B of models (2 → 2 live).');
   });
 });
+
+describe('describeCleaned never lets its two counts contradict (issue 28, item 1)', () => {
+  it('fewer live models but 0 B freed: their tensors stay, held by another name', () => {
+    const text = describeCleaned(
+      { ...cleaned(0), allocated: null, reserved: null },
+      trans,
+      { before: 1, after: 0 },
+      null
+    );
+    expect(text).toBe(
+      'Clean GPU freed 0 B of models (1 → 0 live). Their tensors stay: another name holds them (the VRAM panel says which).'
+    );
+    expect(text.length).toBeLessThanOrEqual(140);
+  });
+
+  it('more live models after than before: a part now counts on its own', () => {
+    const text = describeCleaned(
+      { ...cleaned(12 * MiB), allocated: null, reserved: null },
+      trans,
+      { before: 1, after: 2 },
+      null
+    );
+    expect(text).toBe(
+      "Clean GPU freed 12.0 MiB of models (1 → 2 live). A model's part (a trainer's EMA copy) now counts as a model of its own."
+    );
+  });
+
+  it('the explanation is left out where it would not fit the toast', () => {
+    const text = describeCleaned(
+      cleaned(0),
+      trans,
+      { before: 2, after: 1 },
+      allocator(false)
+    );
+    expect(text).toBe(
+      "Clean GPU freed 0 B of models (2 → 1 live); returned 1.0 GiB of PyTorch's cache; 96.0 MiB stays fragmented, 2.0 GiB in live tensors."
+    );
+  });
+});

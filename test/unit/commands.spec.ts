@@ -250,6 +250,12 @@ describe('fix a graph holder (VRAM panel, toast)', () => {
       'Detached the tensors in val_losses; the next inventory shows no memory freed by it: another holder keeps what their graphs saved (the VRAM panel says which).'
     ],
     [
+      'models nothing reaches went meanwhile (a collection): never counted as freed',
+      2 ** 30,
+      -(512 * 2 ** 20), // the hidden row, 512 MiB before, gone after
+      'Detached the tensors in val_losses; the next inventory shows no memory freed by it: another holder keeps what their graphs saved (the VRAM panel says which).'
+    ],
+    [
       'the variable drops but a displayed output now counts the graphs: no "freed" claim',
       64 * 2 ** 20,
       960 * 2 ** 20,
@@ -257,7 +263,16 @@ describe('fix a graph holder (VRAM panel, toast)', () => {
     ]
   ])('inserted and run, %s', async (_case, left, takenOver, told) => {
     const { commands, model } = setup('insert-and-run');
-    model.apply(c08Inventory());
+    const first = c08Inventory();
+    if (takenOver < 0) {
+      first.roots.push({
+        ...first.roots[0],
+        kind: 'hidden',
+        name: 'unreachable from the namespace',
+        bytes: { 'cuda:0': -takenOver }
+      });
+    }
+    model.apply(first);
     (showDialog as jest.Mock).mockResolvedValue({
       button: { accept: true },
       value: null
@@ -272,7 +287,7 @@ describe('fix a graph holder (VRAM panel, toast)', () => {
     after.seq = 99;
     after.graphs = [];
     after.roots[0] = { ...after.roots[0], bytes: { 'cuda:0': left } };
-    if (takenOver) {
+    if (takenOver > 0) {
       // the output cache's entry of a displayed mean: the graphs are its now
       after.roots.push({
         ...after.roots[0],

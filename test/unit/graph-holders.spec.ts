@@ -286,6 +286,15 @@ describe('detach cell for displayed outputs (agent 0.12.0)', () => {
     valueId: '0x7f00aa'
   });
 
+  it('never for an object whose attributes hold the graphs (container object)', () => {
+    expect(
+      canFixGraph(
+        graphHolder({ name: 'run', path: 'run', container: 'object' })
+      )
+    ).toBe(false);
+    expect(canFixGraph({ ...out, container: 'object' })).toBe(false);
+  });
+
   it('an output alone: found by id in IPython names only, never a user variable', () => {
     expect(canFixGraph(out)).toBe(true);
     expect(canFixGraph({ ...out, valueId: 'id(x)' })).toBe(false);

@@ -179,11 +179,13 @@ describe('GpuNotifier', () => {
       models: { before: 1, after: 1 },
       freed: {}
     });
-    const successes = Notification.manager.notifications.filter(
-      n => n.type === 'success'
+    const freed = Notification.manager.notifications.filter(n =>
+      n.message.startsWith('Clean GPU freed')
     );
-    expect(successes).toHaveLength(1);
-    expect(successes[0].message).toContain('(1 → 1 live)');
+    expect(freed).toHaveLength(1);
+    expect(freed[0].message).toContain('(1 → 1 live)');
+    // nothing freed is no success (issue 28, item 1): the updated toast is an info
+    expect(freed[0].type).toBe('info');
     notifier.dispose();
   });
 

@@ -151,23 +151,28 @@ def graph_holders(torch, variables, roots, params, reached, graphless):
             # since: not searched again (as for the holder walk's fruitless roots)
             sig = shallow(value)
             if graphless.get(name) == sig:
+                # not searched again; what the roots' walk found deeper still counts (below)
                 memo[name] = sig
                 cut = True
-                continue
-            found, label, many = grad_tensors(value, tensor_type, items_left)
-            cut = cut or many
-            if many and not found:
-                memo[name] = sig
-            path = name + (label or "")
+                found, path = [], name
+            else:
+                found, label, many = grad_tensors(value, tensor_type, items_left)
+                cut = cut or many
+                if many and not found:
+                    memo[name] = sig
+                path = name + (label or "")
         else:
             container = "object"
+        walk_cut = False
         if not found:
             walked = walks.get(("variable", name))
             if walked is None or not walked.graphs:
                 continue
-            found, path = walked.graphs, name + walked.graph_path
+            found, path, walk_cut = walked.graphs, name + _suffix(walked), walked.graphs_cut
         entry, partial = _entry(found, tensor_type, {("variable", name)}, params, reached, budget)
-        cut = cut or partial
+        cut = cut or partial or walk_cut
+        if entry is not None and walk_cut:
+            entry["truncated"] = True
         if entry is None:
             continue
         entry.update(name=short(name), path=short(path), container=container)
@@ -184,15 +189,17 @@ def graph_holders(torch, variables, roots, params, reached, graphless):
             break
         me = {("output", n) for n in names}
         entry, partial = _entry(found.graphs, tensor_type, me, params, reached, budget)
-        cut = cut or partial
+        cut = cut or partial or found.graphs_cut
         if entry is None:
             continue
+        if found.graphs_cut:
+            entry["truncated"] = True
         # ``Out[N]`` first: the name that stays when the next cells move ``_``
         name = next((n for n in names if n.startswith("Out[")), names[0])
         entry.update(
             name=short(name),
-            path=short(name + found.graph_path),
-            container="tensor" if len(found.graphs) == 1 and not found.graph_path else "object",
+            path=short(name + _suffix(found)),
+            container=found.root_plain or "object",
             root="output",
             names=[short(n) for n in names],
             valueId=hex(found.root_id),
@@ -200,6 +207,15 @@ def graph_holders(torch, variables, roots, params, reached, graphless):
         out.append(entry)
     shared_with(out)
     return GraphHolders(out, cut, memo)
+
+
+def _suffix(walked):
+    """The path suffix of a walk's graph tensors (``walk.Reach``): ``""`` only where they are
+    the root or its direct items (what a Fix… cell can act on); else where they sit (``.loss``,
+    ``['val']['epoch']``), or ``"…"`` where that is no one place (two attributes)."""
+    if walked.graph_direct:
+        return ""
+    return walked.graph_path or "…"
 
 
 def _entry(found, tensor_type, me, params, reached, budget):

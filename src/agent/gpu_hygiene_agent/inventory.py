@@ -323,8 +323,9 @@ class Inventory:
         """Set ``outside`` on the ``models`` entries (dicts) that no root reaches but that are
         no garbage: ``{"holder": what keeps it (``outside.find_holders``) or None, "survived":
         it was unreached before a full collection and is alive after it}``. A model is searched
-        when first seen unreached and again after each full collection (``tops``: the forest's
-        LiveModules); the rest reuse the last search."""
+        when first seen unreached and, while no holder was found, again after each full
+        collection (``tops``: the forest's LiveModules); the rest reuse the last search (a
+        holder once found is kept while the model stays unreached: a search scans the heap)."""
         hidden = {
             e["id"]: e
             for e in entries
@@ -340,15 +341,20 @@ class Inventory:
         module = None
         for module, order in tops:
             key = census.model_id(module, order)
-            if key in hidden and (key not in memo or memo[key][0] != count):
+            # searched when first seen, and again after a full collection while no holder was
+            # found (a holder once found is kept: each search scans the whole heap)
+            if key in hidden and (
+                key not in memo or (memo[key][1] is None and memo[key][0] != count)
+            ):
                 searched[key] = id(module)
                 todo.append(module)
         found = outside.find_holders(todo, self.shell.user_ns) if todo else {}
         del todo, module
         self.outside = fresh = {}
         for key, entry in hidden.items():
-            first = memo[key][2] if key in memo else count
-            holder = found.get(searched[key]) if key in searched else memo[key][1]
+            last = memo.get(key)  # None: a model outside ``tops`` (a forest rebuilt meanwhile)
+            first = last[2] if last is not None else count
+            holder = found.get(searched[key]) if key in searched else last and last[1]
             fresh[key] = (count, holder, first)
             if holder is not None or count > first:
                 entry["outside"] = {"holder": holder, "survived": count > first}

@@ -8,16 +8,16 @@ a library's cache. Calling the second kind "waiting for garbage collection; Clea
 would be false, so before such a model is reported the agent looks for what holds it:
 
 - ``find_holders``: a bounded search up the referrers (``gc.get_referrers``, one scan of the
-  collector's objects per level for all the models at once) until a module's globals, a class,
-  the notebook's namespace or a frame that is not the agent's own; the path down from it is
-  named as the walk names paths.
+  collector's objects per level for all the models at once) until a module's globals or the
+  notebook's namespace; the path down from it is named as the walk names paths.
 - ``FullCollections``: a ``gc.callbacks`` entry that counts full (generation 2) collections. A
   model that nothing reached before one and that is still alive after it survived
   ``gc.collect()``: it is not garbage, whatever holds it.
 
-Never runs user code: referrers are matched by type and identity, dicts are scanned with
-``dict.items`` of exact dicts only (``paths.edge_label``), a module's globals are read through
-``ModuleType``'s own ``__dict__`` slot.
+Never runs user code: referrers are matched by exact type and identity (``peek.is_a``, never
+``isinstance``, which reads ``__class__``), dicts are scanned with ``dict.items`` of exact dicts
+only (``paths.edge_label``), a module's globals are read through ``ModuleType``'s own
+``__dict__`` slot.
 """
 
 import gc
@@ -27,11 +27,10 @@ import types
 from . import peek
 from .limits import OUTSIDE_FRONTIER, OUTSIDE_LEVELS
 from .paths import edge_label
-from .util import frame_name, short
+from .util import short
 
 _MODULE_DICT = types.ModuleType.__dict__["__dict__"]
 _PACKAGE = __name__.rpartition(".")[0]  # the agent's package: its objects are no holders
-_FRAME = types.FrameType
 
 
 class FullCollections:
@@ -66,10 +65,11 @@ def _module_dicts(user_ns):
     for name, module in list(sys.modules.items()):
         if type(name) is not str or name == "__main__" or name.startswith(_PACKAGE):
             continue
-        if not isinstance(module, types.ModuleType):
+        if not peek.is_a(module, types.ModuleType):
             continue
         try:
-            out[id(_MODULE_DICT.__get__(module, types.ModuleType))] = f"module {name}"
+            # setdefault: the namespace keeps its name (``__mp_main__`` is another name of it)
+            out.setdefault(id(_MODULE_DICT.__get__(module, types.ModuleType)), f"module {name}")
         except Exception:
             continue
     return out
@@ -81,35 +81,21 @@ def _own(obj):
     return type(module) is str and module.startswith(_PACKAGE)
 
 
-def _anchor(obj, modules, stack):
-    """What ``obj`` is when it is a place that holds things for good (str), else None: a module's
-    globals, a class, a frame that is not on the agent's own stack."""
-    name = modules.get(id(obj))
-    if name is not None and type(obj) is dict:
-        return name
-    if isinstance(obj, type):
-        return f"class {peek.type_module(obj)}.{peek.type_name(obj)}"
-    if type(obj) is _FRAME and id(obj) not in stack:
-        try:
-            code = obj.f_code
-            where = f"{code.co_filename.rsplit('/', 1)[-1]}:{obj.f_lineno}"
-        except Exception:
-            where = "?"
-        return f"a frame of {frame_name(code)}() ({where})"
-    return None
-
-
 def find_holders(targets, user_ns):
     """{id(model): description} for the ``targets`` (modules no root reached) that something
-    holds: ``"module helpers: ._MODEL"``, ``"class app.Registry: .models['a']"``, ``"a frame of
-    train() (run.py:12): <local>"`` (a frame object that owns its locals: a paused generator's, a
-    traceback's), ``"the notebook's namespace: .gen<ref>"``. ``user_ns``: the notebook's
-    namespace. The locals of a function that is running (another thread's) are no object the
-    collector tracks before Python 3.13 and are not read (``frame.f_locals`` would copy them
-    into the frame and keep them alive): such a model is found by ``survived`` only. A model not
-    in it reached no such place within
-    ``OUTSIDE_LEVELS`` levels of referrers, ``OUTSIDE_FRONTIER`` objects each: garbage in a
-    cycle, or held where the search cannot tell (a C extension)."""
+    holds: ``"module helpers: ._MODEL"``, ``"module app: .Registry.models['a']"`` (a class
+    attribute), ``"the notebook's namespace: .Cache.model"`` (through something the walk does
+    not enter: a class, a generator), each model by its own path.
+
+    Only a module's globals (``sys.modules``) and the notebook's namespace ``user_ns`` end a
+    path: a class, a frame or any other object is searched through, since it may be garbage
+    itself (``class C: model = M()`` then ``del C`` leaves a cycle ``gc.collect()`` frees).
+    The agent's own objects and the frames of the running stack are dead ends. The locals of a
+    function that is running (another thread's) are no object the collector tracks before
+    Python 3.13 and are not read (``frame.f_locals`` would copy them into the frame and keep
+    them alive): such a model is found by ``survived`` only. A model not in the answer reached
+    no such place within ``OUTSIDE_LEVELS`` levels of referrers, ``OUTSIDE_FRONTIER`` objects
+    each: garbage in a cycle, or held where the search cannot tell (a C extension)."""
     modules = _module_dicts(user_ns)
     stack = set()
     frame = sys._getframe()
@@ -117,11 +103,12 @@ def find_holders(targets, user_ns):
         stack.add(id(frame))
         frame = frame.f_back
     del frame
-    child_of = {}  # id(referrer) -> the object below it on the way to a target
-    target_of = {id(t): t for t in targets}  # id(object) -> the target it leads to
+    # (id(object), id(target)) -> the object below it on the way to that target
+    via = {}
+    leads = {id(t): [t] for t in targets}  # id(object) -> the targets it leads to
     found = {}
     frontier = list(targets)
-    mine = {id(frontier), id(targets), id(child_of), id(target_of), id(found), id(modules)}
+    mine = {id(frontier), id(targets), id(via), id(leads), id(found), id(modules)}
     for _level in range(OUTSIDE_LEVELS):
         if not frontier or len(found) == len(targets):
             break
@@ -129,49 +116,59 @@ def find_holders(targets, user_ns):
         referrers = gc.get_referrers(*frontier)
         mine.add(id(referrers))
         following = []
+        queued = set()
         for ref in referrers:
             rid = id(ref)
-            if rid in mine or rid in child_of or rid in target_of or rid in stack:
+            if rid in mine or rid in stack or _own(ref):
+                continue  # the search's, the running stack's or the agent's own: dead ends
+            new = []
+            for child in gc.get_referents(ref):
+                if id(child) not in ids:
+                    continue
+                for target in leads[id(child)]:
+                    key = (rid, id(target))
+                    if id(target) in found or key in via:
+                        continue
+                    via[key] = child
+                    new.append(target)
+            if not new:
                 continue
-            if _own(ref):
-                continue  # the agent's own records of the models: a dead end
-            child = next((c for c in gc.get_referents(ref) if id(c) in ids), None)
-            if child is None:
-                continue
-            target = target_of[id(child)]
-            if id(target) in found:
-                continue
-            child_of[rid] = child
-            target_of[rid] = target
-            anchor = _anchor(ref, modules, stack)
+            leads.setdefault(rid, []).extend(new)
+            anchor = modules.get(rid) if type(ref) is dict else None
             if anchor is not None:
-                found[id(target)] = short(f"{anchor}: {_path(ref, child_of, target)}")
-            elif len(following) < OUTSIDE_FRONTIER:
+                for target in new:
+                    found[id(target)] = short(f"{anchor}: {_path(ref, via, target)}")
+            elif rid not in queued and len(following) < OUTSIDE_FRONTIER:
+                queued.add(rid)  # searched up at the next level, for all it leads to
                 following.append(ref)
         frontier = following
         mine.add(id(frontier))
     return found
 
 
-def _path(anchor, child_of, target):
-    """The path from ``anchor`` down to ``target`` (``.cache['m'].model``), as the walk names
-    paths (``paths.edge_label``)."""
+def _path(anchor, via, target):
+    """The path from ``anchor`` down to ``target`` (``.Registry.models['a']``), as the walk
+    names paths (``paths.edge_label``), with attributes of modules and classes as ``.name`` and
+    an instance's class as ``.__class__``."""
     chain = [anchor]
     current = anchor
     while current is not target and len(chain) < OUTSIDE_LEVELS + 2:
-        current = child_of.get(id(current), target)
+        current = via.get((id(current), id(target)), target)
         chain.append(current)
     labels = []
     for i in range(1, len(chain)):
         parent, child = chain[i - 1], chain[i]
-        if isinstance(parent, type) and type(child) is dict:
+        if peek.is_a(parent, type) and type(child) is dict:
             continue  # a class to its namespace: the next hop reads ``.name``
-        if type(parent) is dict and (i == 1 or isinstance(chain[i - 2], type)):
-            # a module's globals or a class's namespace: an attribute
+        if type(parent) is dict and (i == 1 or peek.is_a(chain[i - 2], type)):
+            # a module's globals, the namespace or a class's namespace: an attribute
             key = next((k for k, v in parent.items() if v is child), None)
             if type(key) is str and key.isidentifier():
                 labels.append("." + key)
                 continue
+        if child is type(parent):
+            labels.append(".__class__")
+            continue
         grand = chain[i - 2] if i >= 2 else None
         labels.append(edge_label(parent, child, grand))
     return "".join(labels) or "<ref>"

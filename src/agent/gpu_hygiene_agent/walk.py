@@ -93,22 +93,27 @@ class Reach:
     while the walk runs (a re-check of the models they belong to: ``census.recheck``);
     ``errors``: {StorageKey: KeptByError} of the storages reached through the traceback of an
     exception the root holds (a caught error kept in a variable), empty nearly always;
-    ``graphs``: the tensors with a ``grad_fn`` reached (at most ``GRAPH_ITEMS``), wherever they
-    hang (an attribute, a nested container, the root itself), for the graph holders
-    (``graphs.graph_holders``); ``graph_path``: the path suffix of the one object that holds
-    them all (the tensor itself when there is one, its container when they share one, else
-    ``""``: the root); ``root_id``: ``id()`` of the root.
+    ``graphs``: the tensors with a ``grad_fn`` reached (at most ``GRAPH_ITEMS``, ``graphs_cut``
+    past it), wherever they hang (an attribute, a nested container, the root itself), for the
+    graph holders (``graphs.graph_holders``); ``graph_path``: the path suffix of the one object
+    that holds them all (the tensor itself when there is one, its container when they share
+    one, else ``""``: the root); ``graph_direct``: each is the root or an item of it;
+    ``root_id``: ``id()`` of the root; ``root_plain``: its exact type's name when it is a tensor,
+    list, tuple, dict or set.
     """
 
     __slots__ = (
         "big",
         "complete",
         "errors",
+        "graph_direct",
         "graph_homes",
         "graph_path",
         "graphs",
+        "graphs_cut",
         "modules",
         "root_id",
+        "root_plain",
         "storages",
         "tensors",
     )
@@ -123,7 +128,10 @@ class Reach:
         self.graphs = []
         self.graph_homes = set()
         self.graph_path = ""
+        self.graph_direct = True  # every graph tensor is the root or a direct item of it
+        self.graphs_cut = False  # more than GRAPH_ITEMS graph tensors: the rest not listed
         self.root_id = root_id
+        self.root_plain = None  # "tensor", "list", "tuple", "dict", "set" or None (another type)
 
 
 class Walker:
@@ -181,6 +189,11 @@ class Walker:
         if cached is not None and cached.root is root:
             return cached.reach
         found = Reach(id(root))
+        cls = type(root)
+        if cls in (list, tuple, dict, set):
+            found.root_plain = cls.__name__
+        elif self.tensor_type is not None and issubclass(cls, self.tensor_type):
+            found.root_plain = "tensor"
         module_type = self.module_type
 
         def on_module(module):
@@ -190,8 +203,11 @@ class Walker:
 
         def on_tensor(tensor):
             found.tensors.add(id(tensor))
-            if len(found.graphs) < GRAPH_ITEMS and grad_fn(tensor) is not None:
-                self.note_graph(found, tensor)
+            if grad_fn(tensor) is not None:
+                if len(found.graphs) < GRAPH_ITEMS:
+                    self.note_graph(found, tensor, root)
+                else:
+                    found.graphs_cut = True
             if self.measured >= MEASURED_TENSORS:
                 self.truncated = True  # roots' bytes are lower bounds from here on
                 return
@@ -238,10 +254,13 @@ class Walker:
         self._reached[id(root)] = _Walked(root, found)
         return found
 
-    def note_graph(self, found, tensor):
+    def note_graph(self, found, tensor, root):
         """Add ``tensor`` (one with a ``grad_fn``) to ``found.graphs`` and keep
-        ``found.graph_path`` the path of the one object holding them all."""
+        ``found.graph_path`` the path of the one object holding them all, ``graph_direct``
+        whether each is ``root`` or one of its items."""
         home = self.parents.get(id(tensor))
+        if tensor is not root and home is not root:
+            found.graph_direct = False
         homes = found.graph_homes
         if not found.graphs:
             found.graph_path = self.path(tensor)

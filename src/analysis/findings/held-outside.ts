@@ -1,12 +1,13 @@
 /**
  * Held outside: a model no root reaches that is not garbage either (agent
  * 0.12.0, `model.outside`). Either the agent found what holds it, searching
- * up its referrers — another module's global (`helpers._MODEL`), a class
- * attribute, the frame of a running thread or a paused generator — or it was
- * already reached by nothing before a full `gc.collect()` and is still alive
- * after it. Clean GPU's `gc.collect()` cannot free such a model, so none is
- * offered: the finding names the holder, and a kernel restart frees it.
- * One finding per model; warning when it holds CUDA memory, else info.
+ * up its referrers to a module's globals or the notebook's namespace —
+ * another module's global (`helpers._MODEL`), a class attribute, a paused
+ * generator — or it was already reached by nothing before a full
+ * `gc.collect()` and is still alive after it (a running thread's local).
+ * Clean GPU's `gc.collect()` cannot free such a model, so none is offered:
+ * the finding names the holder, and a kernel restart frees it. One finding
+ * per model; severity on the one scale (`./severity.ts`).
  */
 import { formatBytes, sumBytes } from '../format';
 import { modelAndParts } from './user-models';

@@ -73,6 +73,13 @@ export function largestCudaDevice(perDevice: Record<string, number>): {
 /** `hex(id())` as the agent writes it: the only form of an id that reaches code. */
 const VALUE_ID = /^0x[0-9a-f]{1,16}$/;
 
+/**
+ * What the Fix… cell can act on: a tensor, or a plain container whose
+ * tensors are its direct items (agent 0.12.0 names any other object
+ * `object`, and a path that is not the holder itself for tensors deeper).
+ */
+const FIXABLE = new Set(['tensor', 'list', 'tuple', 'dict', 'set']);
+
 /** Whether a graph holder is an object of IPython's output cache (agent 0.12.0). */
 export function isOutputGraph(graph: IGraphHolder): boolean {
   return graph.root === 'output';
@@ -80,13 +87,13 @@ export function isOutputGraph(graph: IGraphHolder): boolean {
 
 /**
  * Whether the "Fix…" action may insert code for a graph holder: the holder
- * must itself be the tensor or its container (path = name, not
- * `stats['loss']` or `h.loss`); a variable's name must be a Python
+ * must itself be the tensor or the plain container of them (path = name,
+ * not `stats['loss']` or `h.loss`; container not `object`); a variable's name must be a Python
  * identifier, the only kind of name ever written into code; an output-cache
  * object (`Out[2]`) is found by its `valueId`, which it must carry.
  */
 export function canFixGraph(graph: IGraphHolder): boolean {
-  if (graph.path !== graph.name) {
+  if (graph.path !== graph.name || !FIXABLE.has(graph.container)) {
     return false;
   }
   return isOutputGraph(graph)
@@ -222,8 +229,8 @@ export function generateDetachCell(
   const outputLines = shown.length
     ? [
         '',
-        '    def drop_all(value):  # a shown tensor, or one in a shown list/tuple/dict',
-        '        if isinstance(value, (list, tuple)):',
+        '    def drop_all(value):  # a shown tensor, or one in a shown list/tuple/dict/set',
+        '        if type(value) in (list, tuple, set):',
         '            return type(value)(drop(v) for v in value)',
         '        if type(value) is dict:',
         '            return {k: drop(v) for k, v in value.items()}',
