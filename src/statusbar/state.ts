@@ -275,13 +275,30 @@ function noGpuState(
         'VRAM not measurable: %1',
         hello?.nvmlError ?? trans.__('NVML is not available in the kernel')
       );
+  // agent 0.12.0: the kernel process's resident memory, what
+  // jupyter-resource-usage shows, beside what its models hold (issue 29)
+  const process = model.latestSample?.ram;
   const details = Private.details({
     lead,
     notes: [reason],
     summary: [
       ...summary.findings,
       summary.models,
-      trans.__('Model memory in RAM: %1', formatBytes(ram))
+      trans.__('Model memory in RAM: %1', formatBytes(ram)),
+      ...(process?.rss !== null && process?.rss !== undefined
+        ? [
+            process.total
+              ? trans.__(
+                  'This kernel’s process: %1 resident, of %2 it may use (RAM)',
+                  formatBytes(process.rss),
+                  formatBytes(process.total)
+                )
+              : trans.__(
+                  'This kernel’s process: %1 resident (RAM)',
+                  formatBytes(process.rss)
+                )
+          ]
+        : [])
     ],
     errors: summary.errors,
     limits: summary.limits

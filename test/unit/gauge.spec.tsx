@@ -101,6 +101,43 @@ describe('gaugeState', () => {
     ]);
     expect(state.details.summary).toContain('Live models: 2 (1 stale)');
     expect(state.fraction).toBeNull();
+    // an older agent's sample has no ram: no process line
+    expect(state.details.summary.join('\n')).not.toContain('process');
+  });
+
+  it('without a GPU, the kernel process’s resident RAM beside its models’ (agent 0.12.0)', () => {
+    const model = new GpuKernelModel({ kernelId: 'k2' });
+    model.apply({
+      protocol: 2,
+      type: 'hello',
+      agentVersion: '0.12.0',
+      python: '3.11.7',
+      pid: 1,
+      torch: null,
+      nvml: false,
+      nvmlError: 'NVML Shared Library Not Found',
+      devices: []
+    });
+    model.apply({ ...gpuSample(0, 0), devices: [] });
+    model.apply(c01Inventory());
+    model.apply({
+      ...gpuSample(0, 0, 2),
+      devices: [],
+      ram: { rss: 3.7 * 2 ** 30, total: 32 * 2 ** 30 }
+    });
+    const state = gaugeState(model, DEFAULT_SETTINGS, trans);
+    expect(state.details.summary).toContain('Model memory in RAM: 24.2 MiB');
+    expect(state.details.summary).toContain(
+      'This kernel’s process: 3.7 GiB resident, of 32.0 GiB it may use (RAM)'
+    );
+    model.apply({
+      ...gpuSample(0, 0, 3),
+      devices: [],
+      ram: { rss: 2 ** 30, total: null }
+    });
+    expect(
+      gaugeState(model, DEFAULT_SETTINGS, trans).details.summary
+    ).toContain('This kernel’s process: 1.0 GiB resident (RAM)');
   });
 
   it('says when the kernel is not supported, dead or restarting', () => {
