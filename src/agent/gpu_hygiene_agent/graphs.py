@@ -211,11 +211,12 @@ def graph_holders(torch, variables, roots, params, reached, graphless):
 
 def _suffix(walked):
     """The path suffix of a walk's graph tensors (``walk.Reach``): ``""`` only where they are
-    the root or its direct items (what a Fix… cell can act on); else where they sit (``.loss``,
-    ``['val']['epoch']``), or ``"…"`` where that is no one place (two attributes)."""
+    the root or its direct items (what a fix cell can act on); else where they sit (``.loss``,
+    ``['val']['epoch']``), or an ellipsis (U+2026) where that is no one place (two
+    attributes)."""
     if walked.graph_direct:
         return ""
-    return walked.graph_path or "…"
+    return walked.graph_path or "\u2026"
 
 
 def _entry(found, tensor_type, me, params, reached, budget):

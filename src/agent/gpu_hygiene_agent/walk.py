@@ -190,7 +190,8 @@ class Walker:
             return cached.reach
         found = Reach(id(root))
         cls = type(root)
-        if cls in (list, tuple, dict, set):
+        # identity only: ``cls in (...)`` would call a user metaclass's ``__eq__``
+        if cls is list or cls is tuple or cls is dict or cls is set:
             found.root_plain = cls.__name__
         elif self.tensor_type is not None and issubclass(cls, self.tensor_type):
             found.root_plain = "tensor"
