@@ -28,12 +28,16 @@ import { faultSeverity } from './severity';
 function sharedNote(
   trans: TranslationBundle,
   graph: IGraphHolder,
-  inventory: IInventory | null
+  inventory: IInventory | null,
+  fixable: boolean
 ): string {
   if (!graph.sharedWith?.length) {
     return '';
   }
-  const outputs = sharedOutputs(graph, inventory).map(g => g.name);
+  // "Fix… detaches it too" only where this finding has a Fix…
+  const outputs = fixable
+    ? sharedOutputs(graph, inventory).map(g => g.name)
+    : [];
   const others = graph.sharedWith.filter(n => !outputs.includes(n));
   return [
     outputs.length
@@ -92,7 +96,7 @@ export const graphHolderRule: FindingRule = facts =>
                 row.graph.path,
                 row.graph.truncated ? '≥ ' : '~',
                 formatBytes(row.bytes)
-              )) + sharedNote(trans, row.graph, facts.inventory),
+              )) + sharedNote(trans, row.graph, facts.inventory, row.fixable),
       evidence: [
         row.graph.path,
         `${row.graph.gradFn} ×${row.graph.count}`,

@@ -84,6 +84,21 @@ describe('graph-holder: outputs and shared graphs (agent 0.12.0)', () => {
     expect(text).toContain(
       'm also keeps some of these graphs: what they saved stays while it does.'
     );
+    // a holder with no Fix… (a path inside the variable) promises no detach
+    const nested = graphHolderRule(
+      facts({
+        ...inventory,
+        graphs: [
+          { ...listed, path: "val_losses['x']", sharedWith: ['Out[9]'] },
+          out
+        ]
+      })
+    ).find(f => f.id === 'graph-holder:val_losses')!;
+    expect(nested.fix).toEqual({ kind: 'none' });
+    expect(nested.explain(trans)).not.toContain('Fix… detaches it too');
+    expect(nested.explain(trans)).toContain(
+      'Out[9] also keeps some of these graphs'
+    );
   });
 
   it('an output without its valueId, or with a path inside it, has no Fix…', () => {
