@@ -58,6 +58,20 @@ EVALUATE = (
 )
 
 
+def fix_and_check(s, check, label, cell, n, expected, cpu_tol=0):
+    """Run a Fix… cell the browser generated; the row: what it freed (``truth``) against
+    ``expected``; then no graph holder is left, and ``Out[n]`` keeps its value under all of
+    IPython's names of it, without its graph."""
+    shown = s.evaluate(v=f"Out[{n}].item()")["v"]
+    before = truth(s)
+    _, inventory = s.run(code=cell)
+    after = truth(s)
+    freed_row(check, s, label, before, after, expected, cpu_tol=cpu_tol)
+    assert inventory["graphs"] == []
+    got = s.evaluate(v=f"Out[{n}].item()", same=f"_{n} is Out[{n}]", graph=f"_{n}.grad_fn is None")
+    assert got == {"v": shown, "same": True, "graph": True}
+
+
 def graphs_by_name(inventory):
     return {g["name"]: g for g in inventory["graphs"]}
 
@@ -96,22 +110,15 @@ def test_a_displayed_mean_keeps_the_lists_graphs_and_fix_detaches_both(
     assert held >= saved
     # the output's own Fix…: IPython's names of it get the value without the graph
     cell = browser_cells("../memory/graph-holders", "generateDetachCell", out)
-    shown = s.evaluate(v=f"Out[{n}].item()")["v"]
-    before = truth(s)
-    _, inventory = s.run(code=cell)
-    after = truth(s)
-    freed_row(
-        check,
+    fix_and_check(
         s,
+        check,
         "28.2 Fix… of a displayed mean frees what its graphs saved",
-        before,
-        after,
+        cell,
+        n,
         out["bytes"][s.dev] - 4,  # the mean itself (4 B) stays, detached
         cpu_tol=1024,  # 8 B more go than this inventory counted (not traced)
     )
-    assert inventory["graphs"] == []
-    got = s.evaluate(v=f"Out[{n}].item()", same=f"_{n} is Out[{n}]", graph=f"_{n}.grad_fn is None")
-    assert got == {"v": shown, "same": True, "graph": True}
 
     # again with the list named: the list's Fix… detaches the shown output too
     s.run(code=EVALUATE)
@@ -120,26 +127,15 @@ def test_a_displayed_mean_keeps_the_lists_graphs_and_fix_detaches_both(
     graphs = graphs_by_name(inventory)
     listed, out = graphs["val_losses"], graphs[f"Out[{n}]"]
     cell = browser_cells("../memory/graph-holders", "generateDetachCell", listed, [out])
-    shown = s.evaluate(v=f"Out[{n}].item()")["v"]
-    before = truth(s)
-    _, inventory = s.run(code=cell)
-    after = truth(s)
-    freed_row(
-        check,
+    fix_and_check(
         s,
+        check,
         "28.2 Fix… of a list whose mean is displayed frees what both graphs saved",
-        before,
-        after,
+        cell,
+        n,
         out["bytes"][s.dev] - 4,  # the output's graphs hold the list's: the larger figure
     )
-    assert inventory["graphs"] == []
-    # the values stay; IPython's names of the output are the detached copy, the list detached
-    got = s.evaluate(
-        v=f"Out[{n}].item()",
-        same=f"_{n} is Out[{n}]",
-        graph=f"Out[{n}].grad_fn is None and all(t.grad_fn is None for t in val_losses)",
-    )
-    assert got == {"v": shown, "same": True, "graph": True}
+    assert s.evaluate(g="all(t.grad_fn is None for t in val_losses)")["g"] is True
 
 
 @on_both

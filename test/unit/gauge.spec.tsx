@@ -4,6 +4,7 @@ import { Widget } from '@lumino/widgets';
 import { act, render, screen, within } from '@testing-library/react';
 import React from 'react';
 import { GpuKernelModel } from '../../src/model';
+import type { IHello } from '../../src/protocol';
 import { GaugeComponent, GpuGauge } from '../../src/statusbar/gauge';
 import { GaugeModel } from '../../src/statusbar/gauge-model';
 import { GaugeDetails } from '../../src/statusbar/popup';
@@ -32,6 +33,21 @@ describe('levelOf', () => {
     expect(levelOf(0.95, DEFAULT_SETTINGS)).toBe('critical');
   });
 });
+
+/** The hello of a kernel without NVML (and no CUDA device). */
+function noNvmlHello(): IHello {
+  return {
+    protocol: 2,
+    type: 'hello',
+    agentVersion: '0.12.0',
+    python: '3.11.7',
+    pid: 1,
+    torch: null,
+    nvml: false,
+    nvmlError: 'NVML Shared Library Not Found',
+    devices: []
+  };
+}
 
 describe('gaugeState', () => {
   it('shows used / total with the breakdown in the tooltip', () => {
@@ -74,17 +90,7 @@ describe('gaugeState', () => {
 
   it('says "No GPU" and still counts models and their RAM', () => {
     const model = new GpuKernelModel({ kernelId: 'k2' });
-    model.apply({
-      protocol: 2,
-      type: 'hello',
-      agentVersion: '0.1.0',
-      python: '3.11.7',
-      pid: 1,
-      torch: null,
-      nvml: false,
-      nvmlError: 'NVML Shared Library Not Found',
-      devices: []
-    });
+    model.apply(noNvmlHello());
     model.apply({ ...gpuSample(0, 0), devices: [] });
     model.apply(c01Inventory());
     const state = gaugeState(model, DEFAULT_SETTINGS, trans);
@@ -107,17 +113,7 @@ describe('gaugeState', () => {
 
   it('without a GPU, the kernel process’s resident RAM beside its models’ (agent 0.12.0)', () => {
     const model = new GpuKernelModel({ kernelId: 'k2' });
-    model.apply({
-      protocol: 2,
-      type: 'hello',
-      agentVersion: '0.12.0',
-      python: '3.11.7',
-      pid: 1,
-      torch: null,
-      nvml: false,
-      nvmlError: 'NVML Shared Library Not Found',
-      devices: []
-    });
+    model.apply(noNvmlHello());
     model.apply({ ...gpuSample(0, 0), devices: [] });
     model.apply(c01Inventory());
     model.apply({
