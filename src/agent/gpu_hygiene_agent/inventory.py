@@ -323,9 +323,10 @@ class Inventory:
         """Set ``outside`` on the ``models`` entries (dicts) that no root reaches but that are
         no garbage: ``{"holder": what keeps it (``outside.find_holders``) or None, "survived":
         it was unreached before a full collection and is alive after it}``. A model is searched
-        when first seen unreached and, while no holder was found, again after each full
-        collection (``tops``: the forest's LiveModules); the rest reuse the last search (a
-        holder once found is kept while the model stays unreached: a search scans the heap)."""
+        when first seen unreached and, if no holder was found, once more after the first full
+        collection it survives (``tops``: the forest's LiveModules); the rest reuse the last
+        search (a search scans the heap: a holder once found, or none found twice, is kept
+        while the model stays unreached)."""
         hidden = {
             e["id"]: e
             for e in entries
@@ -341,10 +342,12 @@ class Inventory:
         module = None
         for module, order in tops:
             key = census.model_id(module, order)
-            # searched when first seen, and again after a full collection while no holder was
-            # found (a holder once found is kept: each search scans the whole heap)
+            # searched when first seen, and once more after the first full collection it
+            # survived if no holder was found then (each search scans the heap up to 8 times:
+            # not after every collection while a thread's local keeps a model)
+            last = memo.get(key)
             if key in hidden and (
-                key not in memo or (memo[key][1] is None and memo[key][0] != count)
+                last is None or (last[1] is None and last[0] != count and last[0] == last[2])
             ):
                 searched[key] = id(module)
                 todo.append(module)
