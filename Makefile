@@ -69,10 +69,11 @@ build: $(STAMP)/build
 
 # The demo runs from a scratch copy in $(STAMP)/lab (ignored by git), so its outputs and autosaves
 # never touch the tracked examples/stacked-yolo.ipynb; the copy is made again only when the example
-# changes. The URL printed is the notebook's own (LabApp.default_url), not the Launcher's.
-$(STAMP)/lab/stacked-yolo.ipynb: examples/stacked-yolo.ipynb | $(STAMP)
-	mkdir -p $(STAMP)/lab
-	cp examples/stacked-yolo.ipynb $@
+# changes. The URL printed is the notebook's own (LabApp.default_url), not the Launcher's. The copy
+# carries the language_info of .venv's ipykernel, so it does not open as modified when the kernel
+# connects (scripts/demo_notebook.py).
+$(STAMP)/lab/stacked-yolo.ipynb: examples/stacked-yolo.ipynb scripts/demo_notebook.py $(STAMP)/venv
+	$(BIN)/python scripts/demo_notebook.py examples/stacked-yolo.ipynb $@
 
 lab: $(STAMP)/build $(STAMP)/lab/stacked-yolo.ipynb
 	source $(BIN)/activate
