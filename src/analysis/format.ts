@@ -128,12 +128,60 @@ export function formatPlacement(
 
 /**
  * A list of names for one line of text: the first `max` joined with `", "`,
- * then `+n` for the rest, e.g. `listNames(['a', 'b', 'c'], 2)` → `"a, b +1"`.
+ * then how many more in words, e.g. `listNames(['a', 'b', 'c'], 2, trans)` →
+ * `"a, b and 1 more"` (it was `"a, b +1"`, which read as arithmetic).
  */
-export function listNames(names: ReadonlyArray<string>, max: number): string {
+export function listNames(
+  names: ReadonlyArray<string>,
+  max: number,
+  trans: TranslationBundle
+): string {
   return names.length <= max
     ? names.join(', ')
-    : `${names.slice(0, max).join(', ')} +${names.length - max}`;
+    : trans.__(
+        '%1 and %2 more',
+        names.slice(0, Math.max(1, max)).join(', '),
+        names.length - Math.max(1, max)
+      );
+}
+
+/**
+ * `text` within `max` characters, cut in the middle so that both ends stay
+ * readable: `shortenMiddle('BertForSequenceClassification', 16)` →
+ * `"BertFor…ication"`. Text that fits is returned as is.
+ *
+ * @param max - at least 5.
+ */
+export function shortenMiddle(text: string, max: number): string {
+  const room = Math.max(5, max);
+  if (text.length <= room) {
+    return text;
+  }
+  const tail = Math.floor((room - 1) / 2);
+  const head = room - 1 - tail;
+  return `${text.slice(0, head)}…${text.slice(text.length - tail)}`;
+}
+
+/**
+ * The first of `candidates` (most detailed first) that fits a toast
+ * ({@link MAX_TOAST} characters); the last one cut with "…" only when none
+ * fits. The candidates are produced lazily: pass a generator to compose only
+ * as many as needed.
+ *
+ * @throws Error when `candidates` is empty.
+ */
+export function fitText(candidates: Iterable<string>, max = MAX_TOAST): string {
+  let last: string | null = null;
+  for (const text of candidates) {
+    if (text.length <= max) {
+      return text;
+    }
+    last = text;
+  }
+  if (last === null) {
+    throw new Error('fitText: no candidate text');
+  }
+  return `${last.slice(0, max - 1)}…`;
 }
 
 /**

@@ -14,7 +14,13 @@
  * finding it cannot fix.
  */
 import { factsOf, findings, IFinding } from '../analysis/findings';
-import { MAX_TOAST, sumBytes } from '../analysis/format';
+import {
+  fitText,
+  formatPlacement,
+  MAX_TOAST,
+  shortenMiddle,
+  sumBytes
+} from '../analysis/format';
 import type { GpuKernelModel } from '../model';
 import type { IGpuSettings } from '../tokens';
 import {
@@ -60,12 +66,25 @@ export function findingsRule({ trans, actions }: IRuleContext): IToastRule {
       const first = list[0];
       const more =
         list.length > 1
-          ? trans.__(' (+%1 more in the VRAM panel)', list.length - 1)
+          ? trans._n(
+              ' (and %1 more in the VRAM panel)',
+              ' (and %1 more in the VRAM panel)',
+              list.length - 1
+            )
           : '';
-      let text = (first.short ?? first.explain)(trans);
-      if (text.length + more.length > MAX_TOAST) {
-        text = `${text.slice(0, MAX_TOAST - more.length - 1)}…`;
-      }
+      // Too long (long class names, paths): the finding's subject and bytes,
+      // the explanation behind the panel link, never a sentence cut short.
+      const text = fitText(
+        [
+          (first.short ?? first.explain)(trans),
+          trans.__(
+            '%1 keeps %2: the VRAM panel says why and how to free it.',
+            shortenMiddle(first.subject, 48),
+            formatPlacement(first.bytes, trans)
+          )
+        ],
+        MAX_TOAST - more.length
+      );
       const fix =
         list.length === 1
           ? actions.fix(kernelId, first)

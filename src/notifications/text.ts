@@ -10,8 +10,10 @@ import {
   formatBytes,
   formatPlacement,
   formatTimeLeft,
+  fitText,
   listNames,
   MAX_TOAST,
+  shortenMiddle,
   sumBytes
 } from '../analysis/format';
 import type { IGraphRow } from '../analysis/memory/graph-holders';
@@ -28,13 +30,39 @@ function familyName(model: IModelInfo): string {
 }
 
 /**
+ * How much of each name a stacking text shows, from most to least: the whole
+ * label ("BertModel (bert-base-uncased)") with up to 6 then 3 holder names, the
+ * kind alone ("BertModel") with 6, 3, then without the newer instance's size,
+ * one name, and last the kind cut in the middle ("Qwen2_5_VLFo…Generation"):
+ * holder names, which say what to free, go after the checkpoints.
+ */
+const STACKING_LEVELS: ReadonlyArray<{
+  labels: 'full' | 'kind' | 'short';
+  maxNames: number;
+  placement: boolean;
+  /** Longest model kind or holder name at level 'short'. */
+  room?: number;
+}> = [
+  { labels: 'full', maxNames: 6, placement: true },
+  { labels: 'full', maxNames: 3, placement: true },
+  { labels: 'kind', maxNames: 6, placement: true },
+  { labels: 'kind', maxNames: 3, placement: true },
+  { labels: 'kind', maxNames: 3, placement: false },
+  { labels: 'kind', maxNames: 1, placement: false },
+  { labels: 'short', maxNames: 1, placement: false, room: 24 }
+];
+
+/**
  * Text of the stacking toast for one group: names the older instance it
  * tells, its size and what holds it, and the newer one. A stale one is
  * "older YOLO (yolov8n.yaml), 12.1 MiB, held only by Out[2], _2, __"; one a
  * variable still names is "m still holds YOLO (yolov8n.yaml), 12.1 MiB".
- * Kept under JupyterLab's 140-character toast limit by shortening the
- * holder list.
+ * Kept under JupyterLab's 140-character toast limit by showing fewer holder
+ * names, then the models' kinds without their checkpoints, then without the
+ * newer one's size, then long names cut in the middle ({@link STACKING_LEVELS});
+ * the details are in the VRAM panel the toast links to.
  *
+ * @param moreGroups - how many other groups are stacked (told in words).
  * @param older - the older instance to tell (default: the newest older one).
  */
 export function describeStacking(
@@ -44,14 +72,9 @@ export function describeStacking(
   older: IModelInfo = group.older[group.older.length - 1]
 ): string {
   const newest = group.newest;
-  const compose = (maxNames: number): string => {
-    const olderCount =
-      group.older.length > 1
-        ? trans.__(' (+%1 older)', group.older.length - 1)
-        : '';
-    const more = moreGroups ? trans.__(' +%1 more', moreGroups) : '';
-    if (!older.stale) {
-      const variables = [
+  const variables = older.stale
+    ? []
+    : [
         ...new Set(
           holderNames({
             ...older,
@@ -59,49 +82,99 @@ export function describeStacking(
           })
         )
       ];
-      if (variables.length) {
-        return trans.__(
-          'Stacked %1: %2 still holds %3, %4%5; newer %6, %7.%8',
-          familyName(newest),
-          listNames(variables, maxNames),
-          older.label,
-          formatBytes(sumBytes(older.bytes)),
-          olderCount,
-          newest.label,
-          formatPlacement(newest.bytes, trans),
-          more
-        );
-      }
+  const holders = holderNames({
+    ...older,
+    holders: older.holders.filter(h => h.kind !== 'hidden')
+  });
+  const olderCount =
+    group.older.length > 1
+      ? trans._n(
+          ' (and %1 older one)',
+          ' (and %1 older ones)',
+          group.older.length - 1
+        )
+      : '';
+  const more = moreGroups
+    ? trans._n(
+        ' %1 other model is stacked too.',
+        ' %1 other models are stacked too.',
+        moreGroups
+      )
+    : '';
+  const compose = ({
+    labels,
+    maxNames,
+    placement,
+    room = Infinity
+  }: (typeof STACKING_LEVELS)[number]): string => {
+    const cut = (text: string) => shortenMiddle(text, room);
+    const label = (model: IModelInfo) =>
+      labels === 'full' ? model.label : cut(familyName(model));
+    const names = (list: string[]) => listNames(list.map(cut), maxNames, trans);
+    const newer = placement
+      ? trans.__('%1, %2', label(newest), formatPlacement(newest.bytes, trans))
+      : label(newest);
+    const kind = cut(familyName(newest));
+    if (variables.length) {
+      return trans.__(
+        'Stacked %1: %2 still holds %3, %4%5; newer %6.%7',
+        kind,
+        names(variables),
+        label(older),
+        formatBytes(sumBytes(older.bytes)),
+        olderCount,
+        newer,
+        more
+      );
     }
-    const holders = holderNames({
-      ...older,
-      holders: older.holders.filter(h => h.kind !== 'hidden')
-    });
     const held = holders.length
       ? older.stale
-        ? trans.__('held only by %1', listNames(holders, maxNames))
-        : trans.__('still named by %1', listNames(holders, maxNames))
+        ? trans.__('held only by %1', names(holders))
+        : trans.__('still named by %1', names(holders))
       : trans.__('held by nothing named (reference cycle)');
     return trans.__(
-      'Stacked %1: older %2, %3, %4%5; newer %6, %7.%8',
-      familyName(newest),
-      older.label,
+      'Stacked %1: older %2, %3, %4%5; newer %6.%7',
+      kind,
+      label(older),
       formatBytes(sumBytes(older.bytes)),
       held,
       olderCount,
-      newest.label,
-      formatPlacement(newest.bytes, trans),
+      newer,
       more
     );
   };
-  for (const maxNames of [6, 3, 1]) {
-    const text = compose(maxNames);
-    if (text.length <= MAX_TOAST) {
-      return text;
-    }
-  }
-  const text = compose(1);
-  return `${text.slice(0, MAX_TOAST - 1)}…`;
+  // The shortest: the kind once, one name, the rest behind the panel link.
+  const tightest = (): string => {
+    const kind = shortenMiddle(familyName(newest), 14);
+    const bytes = formatBytes(sumBytes(older.bytes));
+    const first = (list: string[]) => shortenMiddle(list[0], 14);
+    return variables.length
+      ? trans.__(
+          'Stacked %1: %2 still holds an older one, %3%4.%5',
+          kind,
+          first(variables),
+          bytes,
+          olderCount,
+          more
+        )
+      : holders.length
+        ? trans.__(
+            'Stacked %1: an older one, %2, is held by %3%4.%5',
+            kind,
+            bytes,
+            first(holders),
+            olderCount,
+            more
+          )
+        : trans.__(
+            'Stacked %1: an older one, %2, is held by nothing named%3.%4',
+            kind,
+            bytes,
+            olderCount,
+            more
+          );
+  };
+  return fitText([...STACKING_LEVELS.map(compose), tightest()]);
 }
 
 /** What the leak text knows besides the trend. */
@@ -206,10 +279,7 @@ function leakHint(
   holder: Pick<IFinding, 'kind' | 'subject'>,
   trans: TranslationBundle
 ): string {
-  const subject =
-    holder.subject.length > 40
-      ? `${holder.subject.slice(0, 39)}…`
-      : holder.subject;
+  const subject = shortenMiddle(holder.subject, 40);
   switch (holder.kind) {
     case 'output-tensors':
       return trans.__(
@@ -263,8 +333,10 @@ export function describeGraphHolder(
       return text;
     }
   }
-  const room = Math.max(8, MAX_TOAST - (short('').length + 1));
-  return short(`${graph.path.slice(0, room)}…`).slice(0, MAX_TOAST);
+  // the path cut in the middle keeps its variable and its last key readable
+  return fitText([
+    short(shortenMiddle(graph.path, MAX_TOAST - short('').length))
+  ]);
 }
 
 /**

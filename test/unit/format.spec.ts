@@ -3,10 +3,13 @@ import {
   formatDelta,
   formatDuration,
   formatIdle,
+  fitText,
   formatPlacement,
   listNames,
+  shortenMiddle,
   sumBytes
 } from '../../src/analysis/format';
+import { nullTranslator } from '@jupyterlab/translation';
 
 const MiB = 2 ** 20;
 
@@ -58,16 +61,6 @@ describe('formatDuration / formatDelta', () => {
   });
 });
 
-describe('listNames', () => {
-  it('joins up to max names, then counts the rest', () => {
-    expect(listNames([], 4)).toBe('');
-    expect(listNames(['model'], 4)).toBe('model');
-    expect(listNames(['a', 'b', 'c', 'd'], 4)).toBe('a, b, c, d');
-    expect(listNames(['a', 'b', 'c', 'd', 'e', 'f'], 4)).toBe('a, b, c, d +2');
-    expect(listNames(['a', 'b', 'c'], 2)).toBe('a, b +1');
-  });
-});
-
 describe('sumBytes / formatPlacement', () => {
   it('sums per device and filters', () => {
     const perDevice = { cpu: 100, 'cuda:0': 2048, 'cuda:1': 1024 };
@@ -85,11 +78,41 @@ describe('sumBytes / formatPlacement', () => {
 });
 
 describe('listNames', () => {
-  it('joins the first names and counts the rest', () => {
-    expect(listNames(['a', 'b', 'c'], 2)).toBe('a, b +1');
-    expect(listNames(['a', 'b'], 2)).toBe('a, b');
-    expect(listNames([], 3)).toBe('');
-    expect(listNames(['Out[2]', '_2', '__'], 1)).toBe('Out[2] +2');
+  const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
+  it('joins up to max names, then says how many more in words', () => {
+    expect(listNames([], 4, trans)).toBe('');
+    expect(listNames(['model'], 4, trans)).toBe('model');
+    expect(listNames(['a', 'b', 'c', 'd'], 4, trans)).toBe('a, b, c, d');
+    expect(listNames(['a', 'b', 'c', 'd', 'e', 'f'], 4, trans)).toBe(
+      'a, b, c, d and 2 more'
+    );
+    expect(listNames(['Out[2]', '_2', '__'], 1, trans)).toBe(
+      'Out[2] and 2 more'
+    );
+    // never "and 3 more" alone
+    expect(listNames(['a', 'b', 'c'], 0, trans)).toBe('a and 2 more');
+  });
+});
+
+describe('shortenMiddle', () => {
+  it('keeps both ends of a long name and fits the room', () => {
+    expect(shortenMiddle('BertForSequenceClassification', 16)).toBe(
+      'BertForS…ication'
+    );
+    expect(shortenMiddle('BertForSequenceClassification', 16)).toHaveLength(16);
+    expect(shortenMiddle('model', 16)).toBe('model');
+    expect(shortenMiddle('abcdefghij', 1)).toHaveLength(5);
+  });
+});
+
+describe('fitText', () => {
+  it('takes the first candidate that fits, cuts the last only when none does', () => {
+    expect(fitText(['x'.repeat(141), 'short'])).toBe('short');
+    expect(fitText(['fits', 'short'])).toBe('fits');
+    const cut = fitText(['y'.repeat(200)]);
+    expect(cut).toHaveLength(140);
+    expect(cut.endsWith('…')).toBe(true);
+    expect(() => fitText([])).toThrow(/no candidate/);
   });
 });
 

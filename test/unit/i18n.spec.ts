@@ -13,19 +13,11 @@
  */
 import * as fs from 'fs';
 import * as path from 'path';
-import { Gettext } from '@jupyterlab/translation';
 import * as ts from 'typescript';
 import { DOMAIN, schemaStrings, translateSchema } from '../../src/i18n';
+import { zhBundle, zhCatalogue } from './zh-bundle';
 
 const ROOT = path.resolve(__dirname, '..', '..');
-const CATALOGUE = path.join(
-  ROOT,
-  DOMAIN,
-  'locale',
-  'zh_CN',
-  'LC_MESSAGES',
-  `${DOMAIN}.json`
-);
 
 /** gettext's separator between a context and its msgid (Jed JSON keys). */
 const CONTEXT_GLUE = '\u0004';
@@ -186,9 +178,7 @@ function placeholders(text: string): string[] {
   return [...new Set(text.match(/%\d+/g) ?? [])].sort();
 }
 
-const catalogue: Record<string, unknown> = JSON.parse(
-  fs.readFileSync(CATALOGUE, 'utf-8')
-);
+const catalogue = zhCatalogue();
 const source = extractSource();
 const all = [...source.messages, ...extractSchema()];
 const keyOf = (m: IMessage): string =>
@@ -269,23 +259,7 @@ describe('zh_CN catalogue', () => {
     expect(english.map(m => m.msgid)).toEqual([]);
   });
 
-  /** The catalogue as JupyterLab's TranslationManager loads it for zh-CN. */
-  function bundle(): Gettext {
-    const header = catalogue[''] as Record<string, string>;
-    const gettext = new Gettext({ domain: DOMAIN, locale: 'zh-CN' });
-    gettext.loadJSON(
-      {
-        ...catalogue,
-        '': {
-          domain: header.domain,
-          language: header.language,
-          pluralForms: header.plural_forms
-        }
-      } as any,
-      DOMAIN
-    );
-    return gettext;
-  }
+  const bundle = zhBundle;
 
   it('translates through JupyterLab’s Gettext, plurals and placeholders included', () => {
     const trans = bundle();

@@ -105,7 +105,7 @@ describe('GpuNotifier', () => {
     third.models.push(yolo({ id: 'c', order: 3 }));
     model.apply(third);
     expect(warnings()).toHaveLength(1);
-    expect(warnings()[0].message).toContain('(+1 older)');
+    expect(warnings()[0].message).toContain('(and 1 older one)');
 
     // After a clean only one model is left: the toast goes away.
     model.apply({ ...c01Inventory(), models: [c01Inventory().models[1]] });

@@ -62,7 +62,7 @@ describe('describeOom', () => {
   it('says what failed, the figures and what held the device, within 140 characters', () => {
     const headline = describeOom(busy(), trans);
     expect(headline).toBe(
-      'CUDA out of memory in cell [7]: tried to allocate 20.0 MiB, 3.2 MiB free of 79.2 GiB. Held: other process 3.0 GiB, graphs 1.0 GiB +2 more'
+      'CUDA out of memory in cell [7]: tried to allocate 20.0 MiB, 3.2 MiB free of 79.2 GiB. Held: other process 3.0 GiB, graphs 1.0 GiB and 2 more'
     );
     expect(headline.length).toBeLessThanOrEqual(140);
   });

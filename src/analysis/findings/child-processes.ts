@@ -84,8 +84,8 @@ function explainWorkers(
 ): (trans: TranslationBundle) => string {
   return trans => {
     const by = g.persistent
-      ? trans.__('%1 (persistent_workers=True)', listNames(g.paths, 3))
-      : listNames(g.paths, 3);
+      ? trans.__('%1 (persistent_workers=True)', listNames(g.paths, 3, trans))
+      : listNames(g.paths, 3, trans);
     if (children.visible && g.unknown) {
       return trans._n(
         '%1 DataLoader worker (%2 RSS, %3 with a CUDA context, %4 unknown) kept alive by %5.',
@@ -161,7 +161,7 @@ function otherChildrenFinding(others: ReadonlyArray<IChildProcess>): IFinding {
     kind: 'child-processes',
     id: 'child-processes:other',
     severity: 'info',
-    subject: listNames([...new Set(others.map(p => p.name))], 3),
+    subject: [...new Set(others.map(p => p.name))].join(', '),
     bytes: { cpu: rss },
     explain: trans =>
       trans._n(
@@ -185,7 +185,7 @@ function orphansFinding(orphans: ReadonlyArray<IChildProcess>): IFinding {
     kind: 'child-processes',
     id: `child-processes:orphans:${pids.join(',')}`,
     severity: 'warning',
-    subject: `pid ${listNames(pids.map(String), 4)}`,
+    subject: `pid ${pids.join(', ')}`,
     bytes: { cpu: rss },
     explain: trans =>
       trans._n(

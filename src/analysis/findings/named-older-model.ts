@@ -40,7 +40,7 @@ export const namedOlderModelRule: FindingRule = ({ inventory }) => {
           )
         ];
         const bytes = modelAndParts(model);
-        const subject = listNames([...new Set(names)], 3);
+        const subject = [...new Set(names)].join(', ');
         const name = modelName(model);
         const newer = modelName(group.newest);
         return {
@@ -53,7 +53,7 @@ export const namedOlderModelRule: FindingRule = ({ inventory }) => {
             !deletable.length && wrappers.length
               ? trans.__(
                   '%1 still holds %2, %3, while a newer %4 is loaded: %5 still runs the old one. Delete %5, or build it again on the new model, to free it.',
-                  listNames(paths, 3),
+                  listNames(paths, 3, trans),
                   name,
                   formatBytes(sumBytes(bytes)),
                   newer,

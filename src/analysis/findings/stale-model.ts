@@ -46,7 +46,7 @@ export const staleModelRule: FindingRule = facts => {
             'No variable names %1 (%2) any more; only %3 keeps it alive. Clean GPU frees it.',
             name,
             formatBytes(sumBytes(bytes)),
-            listNames(evidence, 3)
+            listNames(evidence, 3, trans)
           ),
         evidence,
         fix: { kind: 'clean', plan: { modelId: model.id } },

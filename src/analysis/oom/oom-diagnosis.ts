@@ -6,7 +6,7 @@
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import type { IOom } from '../../protocol';
-import { formatBytes, MAX_TOAST } from '../format';
+import { fitText, formatBytes } from '../format';
 import { kernelName } from '../processes/kernel-labels';
 import { IOomKernels } from '../processes/oom-idle-kernels';
 
@@ -205,22 +205,20 @@ export function describeOom(
       )
     : trans.__('CUDA out of memory in cell %1.', cellLabel(oom));
   const holders = summarizeHolders(oom, trans, kernels);
-  let text = head;
-  for (let shown = holders.length; shown > 0; shown--) {
-    const more =
-      shown < holders.length
-        ? trans.__(' +%1 more', holders.length - shown)
-        : '';
-    const candidate = trans.__(
-      '%1 Held: %2%3',
+  // the most holders that fit, the others counted in words
+  const candidates = holders.map((_, i) => {
+    const shown = holders.length - i;
+    return trans.__(
+      '%1 Held: %2',
       head,
-      holders.slice(0, shown).join(', '),
-      more
+      shown < holders.length
+        ? trans.__(
+            '%1 and %2 more',
+            holders.slice(0, shown).join(', '),
+            holders.length - shown
+          )
+        : holders.join(', ')
     );
-    if (candidate.length <= MAX_TOAST) {
-      text = candidate;
-      break;
-    }
-  }
-  return text.length <= MAX_TOAST ? text : `${text.slice(0, MAX_TOAST - 1)}…`;
+  });
+  return fitText([...candidates, head]);
 }

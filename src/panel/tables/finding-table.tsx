@@ -77,7 +77,7 @@ export function FindingsTable(props: {
                     ? trans.__(
                         '+ %1 shared with %2',
                         formatBytes(sumBytes(finding.sharedBytes)),
-                        listNames(finding.sharedWith, 2)
+                        listNames(finding.sharedWith, 2, trans)
                       )
                     : trans.__(
                         '+ %1 shared',

@@ -1,0 +1,152 @@
+/**
+ * Toasts fit JupyterLab's 140 characters with the long class names and
+ * checkpoints of the LLM era, in English and in zh_CN (issue 29, item 1):
+ * JupyterLab cuts a longer message ("…newer BertForSequenceClassifi…"), so
+ * each toast shortens itself (fewer names, the kind without its checkpoint,
+ * long names cut in the middle) and never ends in a cut sentence; "+2" is
+ * said in words. The toasts are those the real notifier raises for
+ * inventories as the agent sends them (the fixtures' shape).
+ */
+import { Notification } from '@jupyterlab/apputils';
+import { nullTranslator, TranslationBundle } from '@jupyterlab/translation';
+import { CommandRegistry } from '@lumino/commands';
+import { GpuKernelModel } from '../../../src/model';
+import { GpuNotifier } from '../../../src/notifications';
+import type { IInventory, IModelInfo } from '../../../src/protocol';
+import { c01Inventory, held, OneModelMonitor, yolo } from '../fixtures';
+import { zhBundle } from '../zh-bundle';
+
+const GiB = 2 ** 30;
+
+/** A transformers model as the agent reports it (label: class (checkpoint)). */
+function hf(
+  className: string,
+  checkpoint: string,
+  overrides: Partial<IModelInfo>
+): IModelInfo {
+  return yolo({
+    className,
+    module: 'transformers.models.auto',
+    family: 'transformers',
+    label: `${className} (${checkpoint})`,
+    bytes: { 'cuda:0': 15 * GiB },
+    ...overrides
+  });
+}
+
+function onCuda(models: IModelInfo[]): IInventory {
+  return { ...c01Inventory(), cudaInitialized: true, roots: [], models };
+}
+
+const LLAMA = ['LlamaForCausalLM', 'meta-llama/Llama-3.1-8B-Instruct'] as const;
+const BERT = [
+  'BertForSequenceClassification',
+  'google-bert/bert-large-uncased-whole-word-masking-finetuned-squad'
+] as const;
+const QWEN = [
+  'Qwen2_5_VLForConditionalGeneration',
+  'Qwen/Qwen2.5-VL-72B-Instruct-AWQ'
+] as const;
+const outputs = (n: number) => held('output', `Out[${n}]`);
+
+/** Scenarios: what the toast must still name (a prefix of each name). */
+const SCENARIOS: Array<[string, IInventory, string[]]> = [
+  [
+    'a re-run LLM cell, the old one held by the output cache',
+    onCuda([
+      hf(...LLAMA, {
+        id: 'a',
+        order: 1,
+        stale: true,
+        holders: [outputs(12), held('output', '_12'), held('output', '__')]
+      }),
+      hf(...LLAMA, { id: 'b', order: 2 })
+    ]),
+    ['LlamaFor', 'Out[12]']
+  ],
+  [
+    'a long variable still names the older classifier',
+    onCuda([
+      hf(...BERT, {
+        id: 'a',
+        order: 1,
+        holders: [held('variable', 'fine_tuned_sequence_classifier_v2')]
+      }),
+      hf(...BERT, { id: 'b', order: 2 })
+    ]),
+    ['BertFor', 'fine_tuned']
+  ],
+  [
+    'three older instances, many holders, and a second stack',
+    onCuda([
+      // plain torch modules stack by class: a second stack, told in words
+      ...[1, 2].map(i =>
+        yolo({
+          id: `t${i}`,
+          order: i,
+          className: 'SwinTransformerV2ForMaskedImageModelingBackbone',
+          module: '__main__',
+          family: 'torch',
+          label: 'SwinTransformerV2ForMaskedImageModelingBackbone',
+          bytes: { 'cuda:0': GiB },
+          stale: i === 1,
+          holders: i === 1 ? [outputs(4)] : [held('variable', 'backbone')]
+        })
+      ),
+      // transformers models stack by family: Qwen after BERT counts
+      hf(...BERT, { id: 'b1', order: 3, stale: true, holders: [outputs(5)] }),
+      ...[4, 5, 6].map(i =>
+        hf(...QWEN, {
+          id: `q${i}`,
+          order: i,
+          stale: true,
+          holders: Array.from({ length: 9 }, (_, k) => outputs(10 * i + k))
+        })
+      ),
+      hf(...QWEN, { id: 'q7', order: 7 })
+    ]),
+    ['Qwen2_5', 'Out[6']
+  ],
+  [
+    'a lone stale model (the findings toast)',
+    onCuda([
+      hf(...BERT, {
+        id: 'a',
+        order: 1,
+        stale: true,
+        holders: Array.from({ length: 7 }, (_, k) => outputs(k + 3))
+      })
+    ]),
+    ['BertFor']
+  ]
+];
+
+describe.each([
+  ['English', nullTranslator.load('jupyterlab_gpu_hygiene')],
+  ['zh_CN', zhBundle() as unknown as TranslationBundle]
+])('toasts with long model names fit (%s)', (_locale, trans) => {
+  afterEach(() => Notification.dismiss());
+
+  it.each(SCENARIOS)('%s', (_title, inventory, named) => {
+    const model = new GpuKernelModel({ kernelId: 'k1' });
+    const notifier = new GpuNotifier({
+      monitor: new OneModelMonitor(model),
+      commands: new CommandRegistry(),
+      trans
+    });
+    model.apply(inventory);
+    const messages = Notification.manager.notifications.map(t => t.message);
+    notifier.dispose();
+    expect(messages.length).toBeGreaterThan(0);
+    for (const message of messages) {
+      expect(message.length).toBeLessThanOrEqual(140);
+      // shortened by composition, not cut by the length
+      expect(message).not.toMatch(/…$/);
+      expect(message).not.toMatch(/\+\d/);
+    }
+    const all = messages.join('\n');
+    for (const name of named) {
+      expect(all).toContain(name);
+    }
+  });
+});
