@@ -16,6 +16,7 @@ import type { IGraphHolder, IInventory } from '../protocol';
 import { CommandIDs } from '../tokens';
 import { graphArgs } from './args';
 import type { ICommandContext } from './context';
+import { asCode } from './confirm';
 
 /** The kernel model's notebook and the graph holder named by `args.name`. */
 function graphTarget(
@@ -66,12 +67,13 @@ function cannotFix(ctx: ICommandContext, graph: IGraphHolder | null): void {
 function confirmDetach(
   ctx: ICommandContext,
   graph: IGraphHolder,
-  outputs: ReadonlyArray<IGraphHolder>
+  outputs: ReadonlyArray<IGraphHolder>,
+  code: string
 ): Promise<boolean> {
   const { trans } = ctx;
   const hooks = removableHooks(graph);
   return ctx.confirm(
-    trans.__('Detach the tensors in %1?', graph.name),
+    trans.__('Detach the tensors in %1?', asCode(graph.name)),
     (isOutputGraph(graph)
       ? trans.__(
           "A cell is inserted below the active cell that gives IPython's names of the displayed output %1 (%2) the same value with its autograd graphs (%3) dropped (tensor.detach()). You can no longer call backward() through it. Next time evaluate under torch.no_grad(), or show loss.item().",
@@ -97,7 +99,8 @@ function confirmDetach(
             graph.name
           )}`
         : ''),
-    trans.__('Detach')
+    trans.__('Detach'),
+    code
   );
 }
 
@@ -228,7 +231,7 @@ export function addDetachCommand(ctx: ICommandContext): void {
         cannotFix(ctx, graph);
         return false;
       }
-      if (!(await confirmDetach(ctx, graph, outputs))) {
+      if (!(await confirmDetach(ctx, graph, outputs, code))) {
         return false;
       }
       const ran = ctx.monitor.settings.cleanAction === 'insert-and-run';

@@ -16,6 +16,7 @@ import type { IModelInfo, IPart } from '../protocol';
 import { CommandIDs } from '../tokens';
 import { dropTrainerArgs } from './args';
 import type { ICommandContext } from './context';
+import { asCode } from './confirm';
 import { modelGone, modelTarget } from './model-actions';
 
 /**
@@ -43,18 +44,20 @@ function confirmDrop(
   ctx: ICommandContext,
   name: string,
   held: IPart[],
-  bytes: number
+  bytes: number,
+  code: string
 ): Promise<boolean> {
   const { trans } = ctx;
   return ctx.confirm(
-    trans.__('Drop the finished trainer of %1?', name),
+    trans.__('Drop the finished trainer of %1?', asCode(name)),
     trans.__(
       'A cell setting "%1.trainer = None" is inserted below the active cell: it frees %2 (%3) and keeps %1, which still predicts, validates and exports. A new %1.train() builds a new trainer.',
-      name,
+      asCode(name),
       formatBytes(bytes),
       describeHoldings(held, trans)
     ),
-    trans.__('Drop trainer')
+    trans.__('Drop trainer'),
+    code
   );
 }
 
@@ -82,9 +85,6 @@ export function addTrainerCommand(ctx: ICommandContext): void {
         p.path.startsWith('trainer.')
       );
       const bytes = held.reduce((sum, p) => sum + sumBytes(p.bytes), 0);
-      if (!(await confirmDrop(ctx, name, held, bytes))) {
-        return false;
-      }
       const code = generateDropTrainerCell({
         name,
         holds: holdingLabels(held),
@@ -94,6 +94,9 @@ export function addTrainerCommand(ctx: ICommandContext): void {
         )?.valueId
       });
       if (code === null) {
+        return false;
+      }
+      if (!(await confirmDrop(ctx, name, held, bytes, code))) {
         return false;
       }
       await ctx.insert(panel, code, {

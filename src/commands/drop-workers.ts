@@ -11,6 +11,7 @@ import {
 import { CommandIDs } from '../tokens';
 import { workersArgs } from './args';
 import type { ICommandContext } from './context';
+import { asCode } from './confirm';
 
 /** The kernel model's notebook and what `args.names` keep. */
 function workersTarget(
@@ -25,10 +26,11 @@ function workersTarget(
 /** Ask whether to shut down the workers of `drop` and delete its variables. */
 function confirmDrop(
   ctx: ICommandContext,
-  drop: IWorkersToDrop
+  drop: IWorkersToDrop,
+  code: string
 ): Promise<boolean> {
   const { trans } = ctx;
-  const names = drop.names.join(', ');
+  const names = drop.names.map(asCode).join(', ');
   return ctx.confirm(
     trans._n(
       'Drop %2 and its workers?',
@@ -43,7 +45,8 @@ function confirmDrop(
       names,
       drop.pids.join(', ')
     ),
-    trans.__('Drop')
+    trans.__('Drop'),
+    code
   );
 }
 
@@ -76,7 +79,7 @@ export function addWorkersCommand(ctx: ICommandContext): void {
         );
         return false;
       }
-      if (!(await confirmDrop(ctx, drop))) {
+      if (!(await confirmDrop(ctx, drop, code))) {
         return false;
       }
       await ctx.insert(panel, code, {

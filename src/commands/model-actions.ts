@@ -14,6 +14,7 @@ import type { IInventory, IModelInfo } from '../protocol';
 import { CommandIDs } from '../tokens';
 import { deleteArgs, modelArgs } from './args';
 import type { ICommandContext } from './context';
+import { asCode } from './confirm';
 
 /**
  * The variables the delete command deletes for `model`: `requested` (a
@@ -105,23 +106,26 @@ function addFreeModel(ctx: ICommandContext): void {
 function confirmDelete(
   ctx: ICommandContext,
   names: string[],
-  info: IModelInfo
+  info: IModelInfo,
+  code: string
 ): Promise<boolean> {
   const { trans } = ctx;
+  const listed = names.map(asCode).join(', ');
   return ctx.confirm(
     trans._n(
       'Delete the variable %2?',
       'Delete the variables %2?',
       names.length,
-      names.join(', ')
+      listed
     ),
     trans.__(
       'A cell running "del %1" is inserted below the active cell, then the output-cache entries that hold %2 (%3) are dropped and PyTorch’s cache is emptied. The model is freed unless something else still holds it. You can no longer use %1 afterwards.',
-      names.join(', '),
+      listed,
       info.label,
       formatBytes(sumBytes(info.bytes))
     ),
-    trans.__('Delete')
+    trans.__('Delete'),
+    code
   );
 }
 
@@ -154,14 +158,14 @@ function addDeleteModel(ctx: ICommandContext): void {
         );
         return false;
       }
-      if (!(await confirmDelete(ctx, names, info))) {
-        return false;
-      }
       const { generateCleanCell, planClean } =
         await import('../analysis/codegen/clean-cell');
       const code = generateCleanCell(
         planClean(inventory, { modelId: info.id, deleteNames: names })
       );
+      if (!(await confirmDelete(ctx, names, info, code))) {
+        return false;
+      }
       await ctx.insert(panel, code, {
         tag: CLEAN_ACTION.tag,
         key: `delete:${[...names].sort().join(',')}`

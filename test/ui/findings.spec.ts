@@ -103,7 +103,7 @@ async function insertedSources(page: IJupyterLabPageFixture) {
 
 test('findings of a real kernel and the fix of each: owner object, output cache, workers', async ({
   page
-}) => {
+}, testInfo) => {
   const noise = collectNoise(page, /gpu.hygiene|gpu_hygiene|recharts/i);
   await page.notebook.createNew('findings.ipynb', { kernel: 'python3' });
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
@@ -138,9 +138,19 @@ test('findings of a real kernel and the fix of each: owner object, output cache,
   await deleteTrainer.click();
   const dialog = page.locator('.jp-Dialog');
   await expect(dialog).toContainText('trainer');
+  // the name in code font, and the cell it inserts, shown before it runs
+  await expect(dialog.locator('.jp-Dialog-header code')).toHaveText('trainer');
+  const preview = await dialog
+    .locator('.jp-GpuHygiene-cellPreview')
+    .textContent();
+  await dialog.locator('.jp-Dialog-content').screenshot({
+    path: testInfo.outputPath('delete-dialog.png')
+  });
   await dialog.getByRole('button', { name: 'Delete' }).click();
   await expect(owner).toHaveCount(0);
-  expect((await insertedSources(page)).join('\n')).toContain('"trainer"');
+  const sources = await insertedSources(page);
+  expect(sources.join('\n')).toContain('"trainer"');
+  expect(sources).toContain(preview);
   expect(
     await page.evaluate(async () => {
       const app = (window as any).jupyterapp;

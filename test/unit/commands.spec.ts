@@ -1,3 +1,4 @@
+import { elementsOf, textOf } from './dialog-text';
 import { Notification, showDialog } from '@jupyterlab/apputils';
 import { nullTranslator } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
@@ -143,9 +144,12 @@ describe('free and delete… commands (VRAM panel rows)', () => {
     expect(await commands.execute(CommandIDs.deleteModel, args)).toBe(true);
     expect(showDialog).toHaveBeenCalledTimes(1);
     const dialog = (showDialog as jest.Mock).mock.calls[0][0];
-    expect(dialog.title).toBe('Delete the variable model?');
-    expect(dialog.body).toContain('del model');
+    expect(textOf(dialog.title)).toBe('Delete the variable model?');
+    // the name in code font, and the cell it inserts shown before it runs
+    expect(elementsOf(dialog.title, 'code')).toEqual(['model']);
+    expect(textOf(dialog.body)).toContain('del model');
     const source = inserted[0].source;
+    expect(elementsOf(dialog.body, 'pre')).toEqual([source]);
     expect(source).toContain(
       'me="_gpu_hygiene_clear_gpu", out_keys=(3,), names=("model",)):'
     );
@@ -222,9 +226,10 @@ describe('fix a graph holder (VRAM panel, toast)', () => {
     expect(commands.isEnabled(CommandIDs.fixGraphHolder, args)).toBe(true);
     expect(await commands.execute(CommandIDs.fixGraphHolder, args)).toBe(true);
     const dialog = (showDialog as jest.Mock).mock.calls[0][0];
-    expect(dialog.title).toBe('Detach the tensors in val_losses?');
-    expect(dialog.body).toContain('tensor.detach()');
+    expect(textOf(dialog.title)).toBe('Detach the tensors in val_losses?');
+    expect(textOf(dialog.body)).toContain('tensor.detach()');
     expect(inserted).toHaveLength(1);
+    expect(elementsOf(dialog.body, 'pre')).toEqual([inserted[0].source]);
     expect(inserted[0].tags).toEqual(['gpu-hygiene-detach-graphs']);
     expect(inserted[0].source.split('\n')[0]).toBe(DETACH_MARKER);
     expect(inserted[0].source).toContain(
@@ -416,10 +421,12 @@ describe('issue 17: delete an owner variable, restart says what it returns', () 
     expect(await commands.execute(CommandIDs.restartKernel, {})).toBe(false);
     const calls = (showDialog as jest.Mock).mock.calls;
     const dialog = calls[calls.length - 1][0];
-    expect(dialog.title).toBe('Restart the kernel of train.ipynb?');
-    expect(dialog.body).toBe(
+    expect(textOf(dialog.title)).toBe('Restart the kernel of train.ipynb?');
+    expect(textOf(dialog.body)).toBe(
       'Restart the kernel: frees all the memory of its process and loses all variables.'
     );
+    // no cell: nothing to show
+    expect(elementsOf(dialog.body, 'pre')).toEqual([]);
     expect(restart).not.toHaveBeenCalled();
     (showDialog as jest.Mock).mockResolvedValueOnce({
       button: { accept: true }
@@ -484,9 +491,12 @@ describe('move a variable’s CUDA tensors to the CPU, or delete it (cuda-tensor
       true
     );
     const dialog = (showDialog as jest.Mock).mock.calls[0][0];
-    expect(dialog.title).toBe('Move the CUDA tensors of results to the CPU?');
-    expect(dialog.body).toContain('24.0 MiB of VRAM is freed');
-    expect(dialog.body).toContain('12.0 MiB more is shared with last');
+    expect(textOf(dialog.title)).toBe(
+      'Move the CUDA tensors of results to the CPU?'
+    );
+    expect(textOf(dialog.body)).toContain('24.0 MiB of VRAM is freed');
+    expect(textOf(dialog.body)).toContain('12.0 MiB more is shared with last');
+    expect(elementsOf(dialog.body, 'code')).toContain('last');
     expect(dialog.buttons.map((b: any) => b.label)).toEqual([
       'Cancel',
       'Delete results',
@@ -497,6 +507,7 @@ describe('move a variable’s CUDA tensors to the CPU, or delete it (cuda-tensor
     expect(inserted[0].source).toContain(
       'def _gpu_hygiene_move_to_cpu(name="results",'
     );
+    expect(elementsOf(dialog.body, 'pre')).toEqual([inserted[0].source]);
   });
 
   it('its Delete button inserts the delete cell instead (no second question)', async () => {
@@ -524,7 +535,7 @@ describe('move a variable’s CUDA tensors to the CPU, or delete it (cuda-tensor
     expect(
       await commands.execute(CommandIDs.deleteVariable, { name: 'results' })
     ).toBe(false);
-    expect((showDialog as jest.Mock).mock.calls[0][0].title).toBe(
+    expect(textOf((showDialog as jest.Mock).mock.calls[0][0].title)).toBe(
       'Delete the variable results?'
     );
     expect(inserted).toEqual([]);
@@ -575,8 +586,8 @@ describe('issue 17: Drop the finished trainer, keep the model', () => {
     );
     expect(await commands.execute(CommandIDs.dropTrainer, args)).toBe(true);
     const dialog = (showDialog as jest.Mock).mock.calls[0][0];
-    expect(dialog.title).toBe('Drop the finished trainer of model?');
-    expect(dialog.body).toBe(
+    expect(textOf(dialog.title)).toBe('Drop the finished trainer of model?');
+    expect(elementsOf(dialog.body, 'p')[0]).toBe(
       'A cell setting "model.trainer = None" is inserted below the active cell: it frees 18.0 MiB (an EMA copy (12.0 MiB), SGD state (6.0 MiB)) and keeps model, which still predicts, validates and exports. A new model.train() builds a new trainer.'
     );
     const { source, tags } = inserted[0];
@@ -584,6 +595,7 @@ describe('issue 17: Drop the finished trainer, keep the model', () => {
     expect(source.split('\n')[0]).toBe(DROP_TRAINER_MARKER);
     expect(source).toContain('# EMA copy 12.0 MiB, SGD state 6.0 MiB;');
     expect(source).toContain('def _gpu_hygiene_drop_trainer(name="model",');
+    expect(elementsOf(dialog.body, 'pre')).toEqual([source]);
   });
 
   it('inserts nothing when the user cancels; not offered without a trainer', async () => {

@@ -3,6 +3,7 @@
  * GPU, the VRAM panel's "On this GPU" table and the Shut down kernel…
  * command (the OOM advice: oom-idle-kernels.spec.tsx).
  */
+import { textOf } from './dialog-text';
 import { InputDialog, Notification, showDialog } from '@jupyterlab/apputils';
 import { nullTranslator } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
@@ -331,8 +332,8 @@ describe('Shut down kernel… command', () => {
     );
     expect(await commands.execute(CommandIDs.shutdownKernel, args)).toBe(true);
     const dialog = (showDialog as jest.Mock).mock.calls[0][0];
-    expect(dialog.title).toBe('Shut down the kernel of k2.ipynb?');
-    expect(dialog.body).toBe(
+    expect(textOf(dialog.title)).toBe('Shut down the kernel of k2.ipynb?');
+    expect(textOf(dialog.body)).toBe(
       'The kernel of k2.ipynb (python3, idle) will be shut down: it frees 8.0 GiB of VRAM and all its variables are lost. The notebook file is not changed; start a new kernel to run it again.'
     );
     expect(dialog.buttons.map((b: any) => b.label)).toEqual([
@@ -386,13 +387,13 @@ describe('Shut down kernel… command', () => {
     answerDialog(true);
     await commands.execute(CommandIDs.shutdownKernel, { kernelId: 'k1' });
     const dialog = (showDialog as jest.Mock).mock.calls[0][0];
-    expect(dialog.title).toBe(
+    expect(textOf(dialog.title)).toBe(
       'Shut down this notebook’s own kernel (k1.ipynb)?'
     );
-    expect(dialog.body).toContain(
+    expect(textOf(dialog.body)).toContain(
       'This is the kernel of the notebook you are working in, k1.ipynb (python3, busy).'
     );
-    expect(dialog.body).toContain('2.0 GiB of VRAM');
+    expect(textOf(dialog.body)).toContain('2.0 GiB of VRAM');
     expect(shutdown).toHaveBeenCalledWith('k1');
   });
 

@@ -15,6 +15,8 @@ import type { IRootBytes } from '../protocol';
 import { CommandIDs } from '../tokens';
 import { variableArgs } from './args';
 import type { ICommandContext } from './context';
+import * as React from 'react';
+import { asCode, confirmBody, withCode } from './confirm';
 
 /**
  * The kernel model's notebook, the variable root named by `args.name`, the
@@ -88,18 +90,18 @@ async function deleteVariable(
     variableGone(ctx);
     return false;
   }
-  const names = [root.name, ...also.map(r => r.name)].join(', ');
+  const names = [root.name, ...also.map(r => r.name)].map(asCode).join(', ');
   const body = also.length
     ? trans.__(
         'A cell running "del %1" is inserted below the active cell, then PyTorch’s cache is emptied; it frees %2 unless something else still holds it. %3 keeps %4: deleting %4 alone would free nothing. You can no longer use %1 afterwards.',
         names,
         formatBytes(sumBytes(bytes)),
-        also.map(r => r.name).join(', '),
-        root.name
+        also.map(r => asCode(r.name)).join(', '),
+        asCode(root.name)
       )
     : trans.__(
         'A cell running "del %1" is inserted below the active cell, then PyTorch’s cache is emptied; it frees %2 unless something else still holds it. You can no longer use %1 afterwards.',
-        root.name,
+        asCode(root.name),
         formatBytes(sumBytes(bytes))
       );
   if (
@@ -107,9 +109,10 @@ async function deleteVariable(
     !(await ctx.confirm(
       also.length
         ? trans.__('Delete the variables %1?', names)
-        : trans.__('Delete the variable %1?', root.name),
+        : trans.__('Delete the variable %1?', asCode(root.name)),
       body,
-      trans.__('Delete')
+      trans.__('Delete'),
+      code
     ))
   ) {
     return false;
@@ -129,25 +132,35 @@ async function deleteVariable(
  */
 async function askMove(
   ctx: ICommandContext,
-  root: IRootBytes
+  root: IRootBytes,
+  code: string
 ): Promise<'move' | 'delete' | null> {
   const { trans } = ctx;
   const shared = sumBytes(root.shared ?? {});
+  const name = asCode(root.name);
   const result = await showDialog({
-    title: trans.__('Move the CUDA tensors of %1 to the CPU?', root.name),
-    body:
+    title: (
+      <span>
+        {withCode(trans.__('Move the CUDA tensors of %1 to the CPU?', name))}
+      </span>
+    ),
+    body: confirmBody(
       trans.__(
         'A cell is inserted below the active cell that replaces the CUDA tensors in %1 (the tensor itself, or those in its list, dict or tuple) by CPU copies (tensor.cpu()), or moves the model it names to the CPU (model.cpu()): the values stay, %2 of VRAM is freed. Or delete %1 if you no longer need it.',
-        root.name,
+        name,
         formatBytes(sumBytes(aloneOf(root)))
       ) +
-      (shared > 0
-        ? ` ${trans.__(
-            '%1 more is shared with %2 and stays on the GPU while %2 holds it.',
-            formatBytes(shared),
-            (root.sharedWith ?? []).join(', ') || trans.__('another holder')
-          )}`
-        : ''),
+        (shared > 0
+          ? ` ${trans.__(
+              '%1 more is shared with %2 and stays on the GPU while %2 holds it.',
+              formatBytes(shared),
+              (root.sharedWith ?? []).map(asCode).join(', ') ||
+                trans.__('another holder')
+            )}`
+          : ''),
+      code,
+      trans
+    ),
     buttons: [
       Dialog.cancelButton({ label: trans.__('Cancel') }),
       Dialog.warnButton({
@@ -185,7 +198,7 @@ function addMoveToCpu(ctx: ICommandContext): void {
         variableGone(ctx);
         return false;
       }
-      const choice = await askMove(ctx, root);
+      const choice = await askMove(ctx, root, code);
       if (choice === 'delete') {
         return deleteVariable(ctx, panel, root, false);
       }

@@ -11,6 +11,8 @@ import type { CommandRegistry } from '@lumino/commands';
 import type { IActionCell } from '../action-cells';
 import type { GpuKernelModel } from '../model';
 import type { IGpuMonitor } from '../tokens';
+import * as React from 'react';
+import { confirmBody, withCode } from './confirm';
 import { insertCleanCell, type IInsertDeps } from './insert';
 
 /** Dependencies of {@link addCommands}. */
@@ -40,11 +42,18 @@ export interface ICommandContext extends ICommandDeps {
     action?: IActionCell
   ): Promise<number>;
   /**
-   * Ask with Cancel and a warning button labelled `accept`.
+   * Ask with Cancel and a warning button labelled `accept`. `title` and
+   * `body` may mark values as code (`asCode` of ./confirm); `code` is the cell the
+   * action inserts, shown below the body.
    *
    * @returns whether the user accepted.
    */
-  confirm(title: string, body: string, accept: string): Promise<boolean>;
+  confirm(
+    title: string,
+    body: string,
+    accept: string,
+    code?: string
+  ): Promise<boolean>;
 }
 
 /** The context of `deps`. */
@@ -64,10 +73,10 @@ export function commandContext(deps: ICommandDeps): ICommandContext {
         deps,
         action
       ),
-    confirm: async (title, body, accept) => {
+    confirm: async (title, body, accept, code) => {
       const result = await showDialog({
-        title,
-        body,
+        title: <span>{withCode(title)}</span>,
+        body: confirmBody(body, code, trans),
         buttons: [
           Dialog.cancelButton({ label: trans.__('Cancel') }),
           Dialog.warnButton({ label: accept })
