@@ -105,6 +105,10 @@ async function setTheme(page: IJupyterLabPageFixture, theme: string) {
     .toBe(light);
 }
 
+/** The newer model also held by a long path (a run registry of an experiment tracker). */
+const LONG_PATH =
+  "experiment_tracking_registry = {'validation_checkpoints': [model]}";
+
 /** One text below 4.5:1: what, its colours and the ratio. */
 interface ILowContrast {
   text: string;
@@ -240,6 +244,7 @@ test('VRAM panel at its default width, light and dark: AA contrast, no sideways 
   await openNotebookOn(page, `${tmpPath}/layout.ipynb`, 'python3', [
     '',
     '',
+    '',
     ''
   ]);
   await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
@@ -253,6 +258,8 @@ test('VRAM panel at its default width, light and dark: AA contrast, no sideways 
   await run(page, 0, MODEL);
   await run(page, 0, MODEL); // the re-run: the first model is held by Out[1], _
   await run(page, 1, LOSSES);
+  // a holder with a long path: cut in the middle, its last key kept
+  await run(page, 2, LONG_PATH);
 
   // 96 MiB of graphs in CPU RAM: a toast says so, outside the panel; an info
   // or a warning by the one severity scale (0.5 % of the RAM the kernel may
@@ -372,5 +379,48 @@ test('VRAM panel at its default width, light and dark: AA contrast, no sideways 
     });
   }
   await setTheme(page, 'JupyterLab Light');
+
+  // the long path: its start and its last key shown, the whole in its title
+  const long = panel.locator('.jp-GpuHygiene-ident-split', {
+    hasText: 'experiment_tracking_registry'
+  });
+  await expect(long.first()).toHaveAttribute(
+    'title',
+    "experiment_tracking_registry['validation_checkpoints'][0]"
+  );
+  await expect(long.first().locator('.jp-GpuHygiene-identTail')).toHaveText(
+    '[0]'
+  );
+
+  // At 1280×720 (a laptop), the panel at its default width shows every
+  // action without scrolling sideways: each button whole inside the panel.
+  await page.setViewportSize({ width: 1280, height: 720 });
+  // the toasts (bottom right) would cover the panel's picture
+  for (const close of await page.locator('.Toastify__close-button').all()) {
+    await close.click();
+  }
+  await expect(page.locator('.Toastify__toast')).toHaveCount(0);
+  const outside = await panel.evaluate(el => {
+    const box = el.getBoundingClientRect();
+    const buttons = [...el.querySelectorAll('button')].filter(
+      b => b.getClientRects().length
+    );
+    return {
+      count: buttons.length,
+      sideways: el.scrollWidth > el.clientWidth,
+      cut: buttons
+        .filter(b => {
+          const r = b.getBoundingClientRect();
+          return r.left < box.left - 0.5 || r.right > box.right + 0.5;
+        })
+        .map(b => b.textContent)
+    };
+  });
+  expect(outside.count).toBeGreaterThan(3);
+  expect(outside).toMatchObject({ sideways: false, cut: [] });
+  await panel.screenshot({ path: testInfo.outputPath('panel-1280x720.png') });
+  await panel
+    .locator('.jp-GpuHygiene-holders')
+    .screenshot({ path: testInfo.outputPath('holders-1280x720.png') });
   expect(noise).toEqual([]);
 });

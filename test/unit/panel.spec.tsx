@@ -5,6 +5,7 @@ import { GpuKernelModel } from '../../src/model';
 import { MAX_CHART_POINTS, VramChart } from '../../src/panel/chart';
 import { panelData } from '../../src/panel/data';
 import { CellTable } from '../../src/panel/tables/cell-table';
+import { Identifier, keptTail } from '../../src/panel/tables/common';
 import { GraphsTable } from '../../src/panel/tables/graph-table';
 import { HoldersTable } from '../../src/panel/tables/holder-table';
 import { RootsTable } from '../../src/panel/tables/root-table';
@@ -207,7 +208,7 @@ describe('HoldersTable', () => {
     expect(sorts[1]).toEqual({ key: 'bytes', direction: 'asc' });
   });
 
-  it('shows the first four holder paths, then +n (all of them in the title)', () => {
+  it('shows the first four holder paths, then how many more in words (all of them in the title)', () => {
     const inventory = c01Inventory();
     inventory.models[1].holders = ['a', 'b', 'c', 'd', 'e', 'f'].map(name =>
       held('variable', name)
@@ -226,8 +227,24 @@ describe('HoldersTable', () => {
     const cell = container.querySelector(
       'tr[data-state="named"] td.jp-GpuHygiene-path'
     ) as HTMLElement;
-    expect(cell.textContent).toBe('a, b, c, d +2');
+    expect(cell.textContent).toBe('a, b, c, d and 2 more');
     expect(cell.title).toBe('a\nb\nc\nd\ne\nf');
+  });
+
+  it('cuts a long path in the middle: its start and its last key stay, the whole path in the title and the text', () => {
+    const path = "trainer.state.log_history['validation'][0].loss";
+    const { container } = render(<Identifier name={path} />);
+    const ident = container.querySelector('.jp-GpuHygiene-ident')!;
+    expect(ident.getAttribute('title')).toBe(path);
+    expect(ident.textContent).toBe(path);
+    expect(
+      container.querySelector('.jp-GpuHygiene-identTail')!.textContent
+    ).toBe('.loss');
+    // a short name is one span, nothing kept apart
+    const short = render(<Identifier name="model" />).container;
+    expect(short.querySelector('.jp-GpuHygiene-identTail')).toBeNull();
+    // a long last key: its last 14 characters stay
+    expect(keptTail("Out['" + 'x'.repeat(40) + "']")).toBe(47 - 14);
   });
 
   it('offers no delete… for a name that is not an identifier', () => {

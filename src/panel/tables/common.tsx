@@ -5,6 +5,7 @@
  * ({@link SortHeader}). Both
  * render their props only.
  */
+import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
 
 /**
@@ -94,39 +95,79 @@ export function SortHeader<K extends string>(props: {
   );
 }
 
+/** Longest end of a path kept whole when its column is too narrow. */
+const KEPT_TAIL = 14;
+
+/**
+ * Where the end of `name` that stays visible starts: its last attribute or
+ * key (`.ema`, `[0]`, `['val']`), at most {@link KEPT_TAIL} characters; 0
+ * for a short name (nothing to keep apart).
+ */
+export function keptTail(name: string): number {
+  if (name.length <= KEPT_TAIL + 4) {
+    return 0;
+  }
+  const last = Math.max(name.lastIndexOf('.'), name.lastIndexOf('['));
+  return last > 0 && name.length - last <= KEPT_TAIL
+    ? last
+    : name.length - KEPT_TAIL;
+}
+
 /**
  * One Python identifier or holder path (`model`, `Out[2]`, `trainer.ema`) in
- * the code font, on one line: `span.jp-GpuHygiene-ident`, cut with an
- * ellipsis when its column is narrower (the full text in `title`), never
- * broken mid-word.
+ * the code font, on one line: `span.jp-GpuHygiene-ident`. When its column is
+ * narrower, the path is cut in the middle ("trainer.st….ema"): its start and
+ * its last attribute or key ({@link keptTail}) stay, the whole path is in
+ * `title` and in the text a screen reader or a copy gets; never broken
+ * mid-word.
  */
 export function Identifier(props: { name: string }): JSX.Element {
+  const { name } = props;
+  const cut = keptTail(name);
+  if (!cut) {
+    return (
+      <span className="jp-GpuHygiene-ident" title={name}>
+        {name}
+      </span>
+    );
+  }
   return (
-    <span className="jp-GpuHygiene-ident" title={props.name}>
-      {props.name}
+    <span
+      className="jp-GpuHygiene-ident jp-GpuHygiene-ident-split"
+      title={name}
+    >
+      <span className="jp-GpuHygiene-identHead">{name.slice(0, cut)}</span>
+      <span className="jp-GpuHygiene-identTail">{name.slice(cut)}</span>
     </span>
   );
 }
 
 /**
- * Names as {@link Identifier}s separated by ", ", at most `max` and then
- * `+n`: lines break between names only.
+ * Names as {@link Identifier}s separated by ", ", at most `max` and then how
+ * many more in words ("and 2 more"; every name is in the cell's title): lines
+ * break between names only.
  */
 export function IdentifierList(props: {
   names: ReadonlyArray<string>;
   max: number;
+  trans: TranslationBundle;
 }): JSX.Element {
-  const { names, max } = props;
+  const { names, max, trans } = props;
   const shown = names.slice(0, max);
   return (
     <>
       {shown.map((name, i) => (
         <React.Fragment key={`${name}:${i}`}>
-          {i > 0 && ', '}
-          <Identifier name={name} />
+          {i > 0 && ' '}
+          {/* the comma stays on the line of its name */}
+          <span className="jp-GpuHygiene-nameItem">
+            <Identifier name={name} />
+            {i < shown.length - 1 && ','}
+          </span>
         </React.Fragment>
       ))}
-      {names.length > max && ` +${names.length - max}`}
+      {names.length > max &&
+        ` ${trans._n('and %1 more', 'and %1 more', names.length - max)}`}
     </>
   );
 }

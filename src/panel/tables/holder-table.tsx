@@ -119,7 +119,7 @@ function ModelRow(
     <tr data-model-id={row.model.id} data-state={row.state}>
       <td className="jp-GpuHygiene-path" title={row.paths.join('\n')}>
         {row.paths.length ? (
-          <IdentifierList names={row.paths} max={MAX_PATHS} />
+          <IdentifierList names={row.paths} max={MAX_PATHS} trans={trans} />
         ) : (
           trans.__('nothing named')
         )}

@@ -59,6 +59,7 @@ export function RootsTable(props: {
           </th>
           <th
             scope="col"
+            className="jp-GpuHygiene-wrap"
             title={trans.__('Models and loose tensors counted under the root')}
           >
             {trans.__('Models / tensors')}
