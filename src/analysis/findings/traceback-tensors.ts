@@ -41,7 +41,7 @@ export const tracebackTensorsRule: FindingRule = facts => {
     return [];
   }
   const error = inventory.lastError;
-  const subject = roots.map(r => r.name).join(', ');
+  const subject = frameChain(roots.map(r => r.name));
 
   const evidence = (error?.frames ?? [])
     .filter(f => sumBytes(f.bytes) > 0)
@@ -69,3 +69,20 @@ export const tracebackTensorsRule: FindingRule = facts => {
     }
   ];
 };
+
+/** The agent's name of a traceback root: `last traceback (<frame>)`. */
+const TRACEBACK_ROOT = /^last traceback \((.*)\)$/;
+
+/**
+ * The subject of the finding: the traceback's frames named once, in order,
+ * `last traceback (<module> → train → step)`, instead of "last traceback"
+ * before each of them (a deep call chain named it six times). Root names not
+ * of the agent's form are listed as they are.
+ */
+export function frameChain(names: ReadonlyArray<string>): string {
+  const frames = names.map(name => TRACEBACK_ROOT.exec(name)?.[1] ?? null);
+  if (!frames.length || frames.some(f => f === null)) {
+    return names.join(', ');
+  }
+  return `last traceback (${frames.join(' → ')})`;
+}

@@ -1,4 +1,7 @@
-import { tracebackTensorsRule } from '../../../src/analysis/findings/traceback-tensors';
+import {
+  frameChain,
+  tracebackTensorsRule
+} from '../../../src/analysis/findings/traceback-tensors';
 import { c08Inventory, held, yolo } from '../fixtures';
 import type { IInventory } from '../../../src/protocol';
 import { facts, inventoryOf, MiB, trans } from './helpers';
@@ -56,6 +59,36 @@ describe('traceback-tensors', () => {
     expect(tracebackTensorsRule(facts(only))[0].bytes).toEqual({
       'cuda:0': 8 * MiB
     });
+  });
+
+  it('names the frame chain once (a deep call chain named "last traceback" before each frame)', () => {
+    const frames = [
+      '<module>',
+      'fit',
+      'train_epoch',
+      'step',
+      'forward',
+      'attn'
+    ];
+    const inventory = {
+      ...inventoryOf([]),
+      roots: frames.map(name => ({
+        kind: 'traceback' as const,
+        name: `last traceback (${name})`,
+        bytes: { cpu: MiB },
+        models: 0,
+        tensors: 1
+      }))
+    };
+    const [finding] = tracebackTensorsRule(facts(inventory));
+    expect(finding.subject).toBe(
+      'last traceback (<module> → fit → train_epoch → step → forward → attn)'
+    );
+    expect(finding.subject.match(/last traceback/g)).toHaveLength(1);
+    // a root of another form: listed as it is
+    expect(frameChain(['last traceback (f)', 'exception'])).toBe(
+      'last traceback (f), exception'
+    );
   });
 
   it('on the CPU it is info; without a traceback nothing', () => {
