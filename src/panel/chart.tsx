@@ -1,12 +1,13 @@
 /**
- * The VRAM time series (recharts, in the panel's lazy chunk): device used,
+ * The memory time series (recharts, in the panel's lazy chunk): device used,
  * this kernel's process, PyTorch reserved and allocated, the two bands that
  * are not live tensors (PyTorch's cache, the CUDA context and libraries), a
  * dashed line at the device total and a marker at each cell; while the
  * running cell's floor climbs, a dashed line from the floor at the fitted
  * rate to where the GPU is full (`projectionLine`), and a mark at each epoch
  * of a followed training (`epochMarks`). At most ~500 points are drawn
- * (min/max per bucket, so peaks stay visible).
+ * (min/max per bucket, so peaks stay visible). Without a GPU the same chart
+ * draws the kernel process's resident RAM against the RAM it may use.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
@@ -41,7 +42,8 @@ const COLORS: Record<SeriesKey, string> = {
   reserved: 'var(--jp-success-color1)',
   allocated: 'var(--jp-success-color1)',
   cached: 'var(--jp-info-color1)',
-  nonTorch: 'var(--jp-ui-font-color3)'
+  nonTorch: 'var(--jp-ui-font-color3)',
+  rss: 'var(--jp-brand-color1)'
 };
 const DASHES: Partial<Record<SeriesKey, string>> = {
   reserved: '5 3',
@@ -59,7 +61,8 @@ export function seriesLabels(
     reserved: trans.__('PyTorch reserved'),
     allocated: trans.__('PyTorch allocated (in use by tensors)'),
     cached: trans.__('Cached by PyTorch (free for this kernel)'),
-    nonTorch: trans.__('CUDA context and libraries (until restart)')
+    nonTorch: trans.__('CUDA context and libraries (until restart)'),
+    rss: trans.__('This kernel’s RAM (resident)')
   };
 }
 
@@ -77,6 +80,9 @@ export function seriesHints(
     ),
     nonTorch: trans.__(
       'This kernel (NVML) − PyTorch reserved: CUDA context, cuBLAS/cuDNN and other libraries; freed only by restarting the kernel'
+    ),
+    rss: trans.__(
+      'The kernel process’s resident set (RSS), the figure jupyter-resource-usage shows: tensors, models and everything else in its RAM'
     )
   };
 }
@@ -107,10 +113,10 @@ function ChartTooltip(props: {
   payload?: ReadonlyArray<{ dataKey?: unknown; value?: unknown }>;
   label?: unknown;
   total: number | null;
+  totalLabel: string;
   labels: Record<SeriesKey, string>;
-  trans: TranslationBundle;
 }): JSX.Element | null {
-  const { active, payload, label, labels, total, trans } = props;
+  const { active, payload, label, labels, total, totalLabel } = props;
   if (!active || !payload?.length) {
     return null;
   }
@@ -137,7 +143,7 @@ function ChartTooltip(props: {
       {total !== null && (
         <div className="jp-GpuHygiene-tooltipRow">
           <span className="jp-GpuHygiene-swatch jp-GpuHygiene-swatch-total" />
-          <span>{trans.__('Device total')}</span>
+          <span>{totalLabel}</span>
           <span className="jp-GpuHygiene-value">{formatBytes(total)}</span>
         </div>
       )}
@@ -151,6 +157,8 @@ export interface IVramChartProps {
   rows: ReadonlyArray<ChartRow>;
   /** Device total for the dashed line (bytes), or null. */
   total: number | null;
+  /** What `total` is, in the legend and tooltip (default: "Device total"). */
+  totalLabel?: string;
   /** Cell markers. */
   markers: ReadonlyArray<ICellMarker>;
   /** `device`: the y axis spans the device (0 to total); `data`: zoomed to the figures. */
@@ -169,6 +177,7 @@ export interface IVramChartProps {
  */
 export function VramChart(props: IVramChartProps): JSX.Element {
   const { total, markers, scale, trans, size } = props;
+  const totalLabel = props.totalLabel ?? trans.__('Device total');
   const projection = props.projection ?? null;
   const epochs = props.epochs ?? [];
   const data = downsampleMinMax(props.rows, SERIES, MAX_CHART_POINTS);
@@ -323,8 +332,8 @@ export function VramChart(props: IVramChartProps): JSX.Element {
             payload={tooltipProps.payload as any}
             label={tooltipProps.label}
             total={total}
+            totalLabel={totalLabel}
             labels={labels}
-            trans={trans}
           />
         )}
       />
@@ -377,7 +386,7 @@ export function VramChart(props: IVramChartProps): JSX.Element {
         {total !== null && (
           <li>
             <span className="jp-GpuHygiene-swatch jp-GpuHygiene-swatch-total" />
-            {trans.__('Device total')}
+            {totalLabel}
             <span className="jp-GpuHygiene-value">{formatBytes(total)}</span>
           </li>
         )}

@@ -45,14 +45,16 @@ export const SERIES = [
   'reserved',
   'allocated',
   'cached',
-  'nonTorch'
+  'nonTorch',
+  'rss'
 ] as const;
 
 /**
  * A chart series: device used (NVML), this kernel (NVML), torch reserved and
  * allocated, and two bands of this kernel's memory: PyTorch's cache
  * (reserved − allocated, free for this kernel) and the CUDA context and
- * libraries (process − reserved).
+ * libraries (process − reserved). Without a GPU, only `rss`: the kernel
+ * process's resident RAM (the sample's `ram.rss`, /proc/self/statm).
  */
 export type SeriesKey = (typeof SERIES)[number];
 
@@ -88,9 +90,15 @@ export interface IPanelData {
   devices: IDeviceChoice[];
   /** The device shown. */
   device: number;
-  /** Chart rows for `device`, oldest first (not downsampled). */
+  /**
+   * Chart rows for `device`, oldest first (not downsampled); without a GPU,
+   * the kernel's resident RAM ({@link ramRows}).
+   */
   rows: ChartRow[];
-  /** Device total (bytes) for the dashed line, or null. */
+  /**
+   * Device total (bytes) for the dashed line, or null; without a GPU, the
+   * RAM the kernel may use (the sample's `ram.total`), or null.
+   */
   total: number | null;
   /** Cell markers within the chart's time range (the latest 100). */
   markers: ICellMarker[];
@@ -140,9 +148,27 @@ export function chartRows(
       reserved: d?.reserved ?? null,
       allocated: d?.allocated ?? null,
       cached: bands?.cached ?? null,
-      nonTorch: bands?.nonTorch ?? null
+      nonTorch: bands?.nonTorch ?? null,
+      rss: null
     };
   });
+}
+
+/**
+ * Chart rows of the kernel process's resident RAM (`ram.rss` of each
+ * sample, bytes), for a kernel without a GPU: every other series null.
+ */
+export function ramRows(samples: ReadonlyArray<ISample>): ChartRow[] {
+  return samples.map(sample => ({
+    t: sample.t,
+    used: null,
+    process: null,
+    reserved: null,
+    allocated: null,
+    cached: null,
+    nonTorch: null,
+    rss: sample.ram?.rss ?? null
+  }));
 }
 
 /**
@@ -227,8 +253,8 @@ export function panelData(
     noGpuReason: gpu ? null : hello && !hello.nvml ? hello.nvmlError : null,
     devices,
     device: chosen,
-    rows,
-    total: gpu ? total : null,
+    rows: gpu ? rows : ramRows(samples),
+    total: gpu ? total : (model.latestSample?.ram?.total ?? null),
     markers: samples.length ? cellMarkers(cells, from, to) : [],
     cells,
     cellEpochs: epochsByCell(samples, cells, chosen),

@@ -166,14 +166,14 @@ function NoGpuState(props: {
         <strong>{trans.__('No GPU visible to this kernel.')}</strong>{' '}
         {cause === 'no-driver'
           ? trans.__(
-              'No NVIDIA driver was found, so there is no VRAM to chart. Memory below is CPU RAM.'
+              'No NVIDIA driver was found, so there is no VRAM to chart. Memory here is CPU RAM.'
             )
           : cause === 'no-pynvml'
             ? trans.__(
-                'If the machine has an NVIDIA GPU, install nvidia-ml-py in the kernel’s environment (pip install nvidia-ml-py). Memory below is CPU RAM.'
+                'If the machine has an NVIDIA GPU, install nvidia-ml-py in the kernel’s environment (pip install nvidia-ml-py). Memory here is CPU RAM.'
               )
             : trans.__(
-                'The NVIDIA driver lists no device for this kernel (see CUDA_VISIBLE_DEVICES). Memory below is CPU RAM.'
+                'The NVIDIA driver lists no device for this kernel (see CUDA_VISIBLE_DEVICES). Memory here is CPU RAM.'
               )}
       </div>
       {reason && (
@@ -196,14 +196,19 @@ function ChartSection(
   const { data, trans } = props;
   return (
     <>
-      <h3 className="jp-GpuHygiene-heading">{trans.__('VRAM over time')}</h3>
+      <h3 className="jp-GpuHygiene-heading">
+        {data.gpu || props.waiting
+          ? trans.__('VRAM over time')
+          : trans.__('Memory over time')}
+      </h3>
+      {!props.waiting && !data.gpu && (
+        <NoGpuState reason={data.noGpuReason} trans={trans} />
+      )}
       {props.waiting ? (
         <EmptyState kind="waiting">
           {trans.__('Waiting for the first sample from the kernel…')}
         </EmptyState>
-      ) : !data.gpu ? (
-        <NoGpuState reason={data.noGpuReason} trans={trans} />
-      ) : (
+      ) : !data.gpu && !data.rows.some(row => row.rss !== null) ? null : (
         <>
           <div className="jp-GpuHygiene-chartTools">
             <label>
@@ -220,6 +225,7 @@ function ChartSection(
           <VramChart
             rows={data.rows}
             total={data.total}
+            totalLabel={data.gpu ? undefined : trans.__('RAM it may use')}
             markers={data.markers}
             projection={data.projection}
             epochs={data.epochs}

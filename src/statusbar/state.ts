@@ -251,15 +251,29 @@ function noGpuState(
     (sum, m) => sum + sumBytes(m.bytes, d => !isCudaDevice(d)),
     0
   );
+  // agent 0.12.0: the kernel process's resident memory, the figure
+  // jupyter-resource-usage shows, rather than what its models alone hold
+  // (17.7 MiB of weights in a kernel of 3.7 GiB; issue 29): the models'
+  // RAM is in the details
+  const rss = model.latestSample?.ram?.rss ?? null;
   const text =
-    models.length === 0
-      ? trans.__('No GPU')
-      : trans._n(
-          'No GPU · %1 model (%2 RAM)',
-          'No GPU · %1 models (%2 RAM)',
-          models.length,
-          formatBytes(ram)
-        );
+    rss !== null
+      ? models.length === 0
+        ? trans.__('No GPU · %1 RAM', formatBytes(rss))
+        : trans._n(
+            'No GPU · %1 model · %2 RAM',
+            'No GPU · %1 models · %2 RAM',
+            models.length,
+            formatBytes(rss)
+          )
+      : models.length === 0
+        ? trans.__('No GPU')
+        : trans._n(
+            'No GPU · %1 model (%2 RAM)',
+            'No GPU · %1 models (%2 RAM)',
+            models.length,
+            formatBytes(ram)
+          );
   const hello = model.hello;
   // A CUDA device the agent saw, without NVML's figures: there is a GPU,
   // only its memory cannot be read.
@@ -275,8 +289,6 @@ function noGpuState(
         'VRAM not measurable: %1',
         hello?.nvmlError ?? trans.__('NVML is not available in the kernel')
       );
-  // agent 0.12.0: the kernel process's resident memory, what
-  // jupyter-resource-usage shows, beside what its models hold (issue 29)
   const process = model.latestSample?.ram;
   const details = Private.details({
     lead,

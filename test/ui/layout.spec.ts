@@ -295,6 +295,12 @@ test('VRAM panel at its default width, light and dark: AA contrast, no sideways 
   await expect(noGpu.locator('details code')).toContainText(
     'NVML Shared Library Not Found'
   );
+  // the kernel's resident RAM over time instead of "no VRAM to chart"
+  await expect(panel).toContainText('Memory over time');
+  await expect(
+    panel.locator('.jp-GpuHygiene-legend .jp-GpuHygiene-series-rss')
+  ).toContainText('This kernel’s RAM (resident)');
+  await expect(panel.locator('.jp-GpuHygiene-chart')).toHaveCount(1);
   await expect(panel).toContainText('Who holds memory');
   await expect(panel).not.toContainText('Who holds VRAM');
 

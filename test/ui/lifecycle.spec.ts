@@ -26,6 +26,8 @@ import { setCellSource } from './notebook-file';
 // Galata's kernels fixture intercepts POST .../restart; real restarts need it off.
 test.use({ kernels: null, autoGoto: true });
 
+/** The gauge of a kernel with no model: "No GPU", then its resident RAM once sampled. */
+const NO_GPU_ALONE = /^No GPU( · \S+ \S+ RAM)?$/;
 const gauge = '.jp-GpuHygiene-gauge';
 
 /** One agent in the kernel: one of each. */
@@ -281,7 +283,7 @@ test('50 restarts in a row and a restart-and-run-all leave one agent and the sam
   expect(afterFifty).toEqual(afterOne);
   expect(kernelAfterOne).toEqual(ONE_AGENT);
   expect(kernelAfterFifty).toEqual(ONE_AGENT);
-  await expect(page.locator(gauge)).toHaveText('No GPU');
+  await expect(page.locator(gauge)).toHaveText(NO_GPU_ALONE);
 
   // Restart and run all, with JupyterLab's own command and confirmation.
   await setCellSource(page, 0, 'import torch\nnet = torch.nn.Linear(8, 8)');
@@ -425,7 +427,7 @@ test('a kernel killed from outside shows "kernel dead" within 2 s and recovers',
   const seen = watchPage(page);
   await page.notebook.createNew('killed.ipynb', { kernel: 'python3' });
   const before = await agentReady(page);
-  await expect(page.locator(gauge)).toHaveText('No GPU');
+  await expect(page.locator(gauge)).toHaveText(NO_GPU_ALONE);
 
   const idle = await killAndTime(page, before.pid!);
   report(

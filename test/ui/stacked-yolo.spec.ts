@@ -203,7 +203,7 @@ test.describe('stacked YOLO models', () => {
     await expect(page.locator(gauge)).toHaveAttribute('data-kind', 'no-gpu', {
       timeout: 60000
     });
-    await expect(page.locator(gauge)).toHaveText('No GPU');
+    await expect(page.locator(gauge)).toHaveText(/^No GPU( · \S+ \S+ RAM)?$/);
     // Still alive after the restart: a new cell reports through the new agent.
     await page.notebook.runCell(1);
     await page.notebook.runCell(2);

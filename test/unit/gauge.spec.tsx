@@ -122,6 +122,9 @@ describe('gaugeState', () => {
       ram: { rss: 3.7 * 2 ** 30, total: 32 * 2 ** 30 }
     });
     const state = gaugeState(model, DEFAULT_SETTINGS, trans);
+    // the status bar says the process's RAM, the figure users know; the
+    // models' own RAM is in the details
+    expect(state.text).toBe('No GPU · 2 models · 3.7 GiB RAM');
     expect(state.details.summary).toContain('Model memory in RAM: 24.2 MiB');
     expect(state.details.summary).toContain(
       'This kernel’s process: 3.7 GiB resident, of 32.0 GiB it may use (RAM)'

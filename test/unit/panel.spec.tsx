@@ -329,6 +329,60 @@ describe('PanelContent', () => {
 
   const noop = () => undefined;
 
+  it('charts the kernel’s resident RAM when there is no GPU (issue 29, item 3)', () => {
+    const model = noGpuModel();
+    const GiB = 2 ** 30;
+    for (const [i, rss] of [1.5, 2.5, 3.7].entries()) {
+      model.apply({
+        protocol: 2,
+        type: 'sample',
+        t: 1_764_496_710 + i,
+        seq: 2 + i,
+        busy: false,
+        devices: [],
+        ram: { rss: rss * GiB, total: 24 * GiB }
+      });
+    }
+    const data = panelData(model, DEFAULT_SETTINGS, null);
+    expect(data.gpu).toBe(false);
+    expect(data.total).toBe(24 * GiB);
+    expect(data.rows.map(r => r.rss)).toEqual([
+      null,
+      1.5 * GiB,
+      2.5 * GiB,
+      3.7 * GiB
+    ]);
+    expect(data.rows.every(r => r.used === null && r.allocated === null)).toBe(
+      true
+    );
+    const { container } = render(
+      <PanelContent
+        data={data}
+        notebook="cpu.ipynb"
+        settings={DEFAULT_SETTINGS}
+        scale="device"
+        sort={DEFAULT_HOLDER_SORT}
+        onDevice={noop}
+        onScale={noop}
+        onSort={noop}
+        onFree={noop}
+        onDelete={noop}
+        chartSize={{ width: 400, height: 200 }}
+        trans={trans}
+      />
+    );
+    expect(container.textContent).toContain('Memory over time');
+    expect(container.textContent).not.toContain('VRAM over time');
+    expect(screen.getByText('No GPU visible to this kernel.')).toBeTruthy();
+    const legend = [
+      ...container.querySelectorAll('.jp-GpuHygiene-legend li')
+    ].map(li => li.textContent);
+    expect(legend).toEqual([
+      'This kernel’s RAM (resident)3.7 GiB',
+      'RAM it may use24.0 GiB'
+    ]);
+  });
+
   it('says "no GPU" and still lists holders and cells on a CPU-only kernel', () => {
     const data = panelData(noGpuModel(), DEFAULT_SETTINGS, null);
     expect(data.gpu).toBe(false);
