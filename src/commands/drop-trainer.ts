@@ -17,6 +17,7 @@ import { CommandIDs } from '../tokens';
 import { dropTrainerArgs } from './args';
 import type { ICommandContext } from './context';
 import { asCode } from './confirm';
+import { insertWithReceipt } from './receipt';
 import { modelGone, modelTarget } from './model-actions';
 
 /**
@@ -99,10 +100,35 @@ export function addTrainerCommand(ctx: ICommandContext): void {
       if (!(await confirmDrop(ctx, name, held, bytes, code))) {
         return false;
       }
-      await ctx.insert(panel, code, {
-        tag: 'gpu-hygiene-drop-trainer',
-        key: `drop-trainer:${name}`
-      });
+      await insertWithReceipt(
+        ctx,
+        ctx.modelFor(args),
+        panel,
+        code,
+        { tag: 'gpu-hygiene-drop-trainer', key: `drop-trainer:${name}` },
+        {
+          done: trans.__('Dropped the finished trainer of %1', name),
+          toRun: trans.__(
+            'Run the inserted cell to drop the finished trainer of %1.',
+            name
+          ),
+          // the same model (by id) still has parts under its trainer
+          stillHeld: after => {
+            const left = (
+              after.models.find(m => m.id === info.id)?.parts ?? []
+            ).filter(p => p.path.startsWith('trainer.'));
+            return left.length
+              ? trans.__(
+                  '%1.trainer still holds %2',
+                  name,
+                  formatBytes(
+                    left.reduce((sum, p) => sum + sumBytes(p.bytes), 0)
+                  )
+                )
+              : null;
+          }
+        }
+      );
       return true;
     }
   });

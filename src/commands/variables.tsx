@@ -5,18 +5,26 @@
  */
 import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
 import type { NotebookPanel } from '@jupyterlab/notebook';
-import { formatBytes, sumBytes } from '../analysis/format';
+import type { TranslationBundle } from '@jupyterlab/translation';
+import {
+  formatBytes,
+  formatPlacement,
+  isCudaDevice,
+  sumBytes
+} from '../analysis/format';
 import {
   generateDeleteVariableCell,
   generateMoveToCpuCell
 } from '../analysis/codegen/tensor-cells';
 import type { PerDevice } from '../analysis/findings/types';
-import type { IRootBytes } from '../protocol';
+import type { GpuKernelModel } from '../model';
+import type { IInventory, IRootBytes } from '../protocol';
 import { CommandIDs } from '../tokens';
 import { variableArgs } from './args';
 import type { ICommandContext } from './context';
 import * as React from 'react';
 import { asCode, confirmBody, withCode } from './confirm';
+import { insertWithReceipt } from './receipt';
 
 /**
  * The kernel model's notebook, the variable root named by `args.name`, the
@@ -30,6 +38,7 @@ function variableTarget(
   ctx: ICommandContext,
   args: { kernelId?: unknown; name?: unknown; with?: unknown }
 ): {
+  model: GpuKernelModel | null;
   panel: NotebookPanel | null;
   root: IRootBytes | null;
   also: IRootBytes[] | null;
@@ -52,7 +61,29 @@ function variableTarget(
     : root
       ? aloneOf(root)
       : {};
-  return { panel, root, also, bytes };
+  return { model, panel, root, also, bytes };
+}
+
+/**
+ * What the first of `names` still a variable root of `after` holds ("results
+ * still holds 24.0 MiB on cuda:0"), or null when none is: a name the delete
+ * cell kept because it changed since the finding.
+ */
+function stillNamed(
+  after: IInventory,
+  names: ReadonlyArray<string>,
+  trans: TranslationBundle
+): string | null {
+  const left = after.roots.find(
+    r => r.kind === 'variable' && names.includes(r.name)
+  );
+  return left
+    ? trans.__(
+        '%1 still holds %2',
+        left.name,
+        formatPlacement(left.bytes, trans)
+      )
+    : null;
 }
 
 /** Say that the variable a row named is gone or not a plain name. */
@@ -78,6 +109,7 @@ function aloneOf(root: IRootBytes): IRootBytes['bytes'] {
  */
 async function deleteVariable(
   ctx: ICommandContext,
+  model: GpuKernelModel | null,
   panel: NotebookPanel,
   root: IRootBytes,
   ask: boolean,
@@ -117,10 +149,20 @@ async function deleteVariable(
   ) {
     return false;
   }
-  await ctx.insert(panel, code, {
-    tag: 'gpu-hygiene-delete-variable',
-    key: `delete-variable:${root.name}`
-  });
+  const plain = [root.name, ...also.map(r => r.name)];
+  await insertWithReceipt(
+    ctx,
+    model,
+    panel,
+    code,
+    { tag: 'gpu-hygiene-delete-variable', key: `delete-variable:${root.name}` },
+    {
+      done: trans.__('Deleted %1', plain.join(', ')),
+      toRun: trans.__('Run the inserted cell to delete %1.', plain.join(', ')),
+      // a name the cell kept (it changed since the finding) still holds
+      stillHeld: after => stillNamed(after, plain, trans)
+    }
+  );
   return true;
 }
 
@@ -190,7 +232,7 @@ function addMoveToCpu(ctx: ICommandContext): void {
       return !!panel && !!root && generateMoveToCpuCell(root.name) !== null;
     },
     execute: async args => {
-      const { panel, root } = variableTarget(ctx, args);
+      const { model, panel, root } = variableTarget(ctx, args);
       const code = root
         ? generateMoveToCpuCell(root.name, aloneOf(root), root.valueId)
         : null;
@@ -200,15 +242,40 @@ function addMoveToCpu(ctx: ICommandContext): void {
       }
       const choice = await askMove(ctx, root, code);
       if (choice === 'delete') {
-        return deleteVariable(ctx, panel, root, false);
+        return deleteVariable(ctx, model, panel, root, false);
       }
       if (choice === null) {
         return false;
       }
-      await ctx.insert(panel, code, {
-        tag: 'gpu-hygiene-move-to-cpu',
-        key: `move-to-cpu:${root.name}`
-      });
+      await insertWithReceipt(
+        ctx,
+        model,
+        panel,
+        code,
+        { tag: 'gpu-hygiene-move-to-cpu', key: `move-to-cpu:${root.name}` },
+        {
+          done: trans.__('Moved the CUDA tensors of %1 to the CPU', root.name),
+          toRun: trans.__(
+            'Run the inserted cell to move the CUDA tensors of %1 to the CPU.',
+            root.name
+          ),
+          // its CPU copies are not what it frees: VRAM only
+          devices: isCudaDevice,
+          stillHeld: after => {
+            const left = after.roots.find(
+              r => r.kind === 'variable' && r.name === root.name
+            );
+            const vram = left ? sumBytes(left.bytes, isCudaDevice) : 0;
+            return vram > 0
+              ? trans.__(
+                  '%1 still holds %2 of VRAM',
+                  root.name,
+                  formatBytes(vram)
+                )
+              : null;
+          }
+        }
+      );
       return true;
     }
   });
@@ -230,12 +297,12 @@ function addDeleteVariable(ctx: ICommandContext): void {
       );
     },
     execute: async args => {
-      const { panel, root, also, bytes } = variableTarget(ctx, args);
+      const { model, panel, root, also, bytes } = variableTarget(ctx, args);
       if (!panel || !root || !also) {
         variableGone(ctx);
         return false;
       }
-      return deleteVariable(ctx, panel, root, true, also, bytes);
+      return deleteVariable(ctx, model, panel, root, true, also, bytes);
     }
   });
 }

@@ -1,4 +1,8 @@
 import { elementsOf, textOf } from './dialog-text';
+import { heldTotal } from '../../src/commands/receipt';
+import { formatBytes } from '../../src/analysis/format';
+import type { PerDevice } from '../../src/analysis/findings/types';
+import type { IInventory } from '../../src/protocol';
 import { Notification, showDialog } from '@jupyterlab/apputils';
 import { nullTranslator } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
@@ -252,19 +256,19 @@ describe('fix a graph holder (VRAM panel, toast)', () => {
       'nothing freed (another holder keeps the graphs): no "freed" claim',
       2 ** 30,
       0,
-      'Detached the tensors in val_losses; the next inventory shows no memory freed by it: another holder keeps what their graphs saved (the VRAM panel says which).'
+      'Detached the tensors in val_losses; the next inventory shows no memory freed by it: another holder keeps what it let go (the VRAM panel says which).'
     ],
     [
       'models nothing reaches went meanwhile (a collection): never counted as freed',
       2 ** 30,
       -(512 * 2 ** 20), // the hidden row, 512 MiB before, gone after
-      'Detached the tensors in val_losses; the next inventory shows no memory freed by it: another holder keeps what their graphs saved (the VRAM panel says which).'
+      'Detached the tensors in val_losses; the next inventory shows no memory freed by it: another holder keeps what it let go (the VRAM panel says which).'
     ],
     [
       'the variable drops but a displayed output now counts the graphs: no "freed" claim',
       64 * 2 ** 20,
       960 * 2 ** 20,
-      'Detached the tensors in val_losses; the next inventory shows no memory freed by it: another holder keeps what their graphs saved (the VRAM panel says which).'
+      'Detached the tensors in val_losses; the next inventory shows no memory freed by it: another holder keeps what it let go (the VRAM panel says which).'
     ]
   ])('inserted and run, %s', async (_case, left, takenOver, told) => {
     const { commands, model } = setup('insert-and-run');
@@ -608,5 +612,148 @@ describe('issue 17: Drop the finished trainer, keep the model', () => {
     expect(
       commands.isEnabled(CommandIDs.dropTrainer, { modelId: '0x7f0000000002' })
     ).toBe(false);
+  });
+});
+
+describe('every fix has a measured receipt (issue 28, item 1)', () => {
+  const MiB = 2 ** 20;
+  afterEach(() => {
+    (showDialog as jest.Mock).mockReset();
+    Notification.dismiss();
+  });
+
+  /** C01 plus `results` on cuda:0 (36 MiB) and `last` (nothing alone). */
+  function withResults(results: PerDevice = { 'cuda:0': 36 * MiB }) {
+    const inventory = c01Inventory();
+    inventory.roots.push({
+      kind: 'variable',
+      name: 'results',
+      bytes: results,
+      models: 0,
+      tensors: 3
+    });
+    return inventory;
+  }
+
+  /** Run `id` with `args` in insert-and-run, deliver `after`, return the toasts. */
+  async function receipt(
+    before: IInventory,
+    id: string,
+    args: Record<string, unknown>,
+    after: IInventory,
+    answer: Record<string, unknown> = { accept: true, actions: [] }
+  ): Promise<string[]> {
+    const { commands, model } = setup('insert-and-run');
+    model.apply(before);
+    (showDialog as jest.Mock).mockResolvedValue({ button: answer });
+    expect(await commands.execute(id, { kernelId: 'k1', ...args })).toBe(true);
+    model.apply({ ...after, seq: 99 });
+    await new Promise(resolve => setTimeout(resolve, 0));
+    return Notification.manager.notifications.map(n => n.message);
+  }
+
+  const total = (inventory: IInventory) => formatBytes(heldTotal(inventory)!);
+
+  it('Delete Variable…: the bytes the holders’ total dropped by', async () => {
+    const before = withResults();
+    const after = c01Inventory();
+    expect(
+      await receipt(
+        before,
+        CommandIDs.deleteVariable,
+        { name: 'results' },
+        after
+      )
+    ).toEqual([
+      `Deleted results: what the holders keep went from ${total(before)} to ${total(after)} (the next inventory), 36.0 MiB freed.`
+    ]);
+  });
+
+  it('Delete Variable…: a name the cell kept (it changed since the finding) is said to still hold', async () => {
+    const before = withResults();
+    expect(
+      await receipt(
+        before,
+        CommandIDs.deleteVariable,
+        { name: 'results' },
+        withResults()
+      )
+    ).toEqual([
+      'Deleted results, but results still holds 36.0 MiB on cuda:0 (the next inventory): the VRAM panel shows what is left.'
+    ]);
+  });
+
+  it('Move to CPU…: counts VRAM only (the CPU copies are not what it frees)', async () => {
+    const messages = await receipt(
+      withResults(),
+      CommandIDs.moveTensorsToCpu,
+      { name: 'results' },
+      withResults({ cpu: 36 * MiB })
+    );
+    expect(messages).toHaveLength(1);
+    expect(messages[0]).toMatch(
+      /^Moved the CUDA tensors of results to the CPU: what the holders keep went from .+ to .+ \(the next inventory\), 36\.0 MiB freed\.$/
+    );
+  });
+
+  it('Move to CPU…: VRAM the variable still holds is said, never "freed"', async () => {
+    const messages = await receipt(
+      withResults(),
+      CommandIDs.moveTensorsToCpu,
+      { name: 'results' },
+      withResults({ cpu: 24 * MiB, 'cuda:0': 12 * MiB })
+    );
+    expect(messages).toEqual([
+      'Moved the CUDA tensors of results to the CPU, but results still holds 12.0 MiB of VRAM (the next inventory): the VRAM panel shows what is left.'
+    ]);
+  });
+
+  it('Drop trainer…: freed when the trainer’s parts went, else what it still holds', async () => {
+    const before = c08Inventory();
+    const id = before.models[0].id;
+    const gone = c08Inventory();
+    gone.models[0].parts = gone.models[0].parts.filter(
+      p => !p.path.startsWith('trainer.')
+    );
+    gone.roots = gone.roots.map(r =>
+      r.name === 'model' ? { ...r, bytes: { 'cuda:0': 12 * MiB } } : r
+    );
+    const args = { modelId: id, name: 'model' };
+    expect(
+      await receipt(before, CommandIDs.dropTrainer, args, gone, {
+        accept: true
+      })
+    ).toEqual([
+      `Dropped the finished trainer of model: what the holders keep went from ${total(before)} to ${total(gone)} (the next inventory), 18.0 MiB freed.`
+    ]);
+    Notification.dismiss();
+    expect(
+      await receipt(before, CommandIDs.dropTrainer, args, c08Inventory(), {
+        accept: true
+      })
+    ).toEqual([
+      'Dropped the finished trainer of model, but model.trainer still holds 18.0 MiB (the next inventory): the VRAM panel shows what is left.'
+    ]);
+  });
+
+  it('nothing freed (another holder took the bytes over): no "freed" claim', async () => {
+    const after = c01Inventory();
+    after.roots.push({
+      kind: 'variable',
+      name: 'last',
+      bytes: { 'cuda:0': 36 * MiB },
+      models: 0,
+      tensors: 3
+    });
+    expect(
+      await receipt(
+        withResults(),
+        CommandIDs.deleteVariable,
+        { name: 'results' },
+        after
+      )
+    ).toEqual([
+      'Deleted results; the next inventory shows no memory freed by it: another holder keeps what it let go (the VRAM panel says which).'
+    ]);
   });
 });

@@ -374,9 +374,9 @@ describe('PanelContent', () => {
     expect(container.textContent).toContain('Memory over time');
     expect(container.textContent).not.toContain('VRAM over time');
     expect(screen.getByText('No GPU visible to this kernel.')).toBeTruthy();
-    const legend = [
-      ...container.querySelectorAll('.jp-GpuHygiene-legend li')
-    ].map(li => li.textContent);
+    const legend = Array.from(
+      container.querySelectorAll('.jp-GpuHygiene-legend li')
+    ).map(li => li.textContent);
     expect(legend).toEqual([
       'This kernel’s RAM (resident)3.7 GiB',
       'RAM it may use24.0 GiB'
