@@ -59,7 +59,8 @@ const STACKING_LEVELS: ReadonlyArray<{
  * variable still names is "m still holds YOLO (yolov8n.yaml), 12.1 MiB".
  * Kept under JupyterLab's 140-character toast limit by showing fewer holder
  * names, then the models' kinds without their checkpoints, then without the
- * newer one's size, then long names cut in the middle ({@link STACKING_LEVELS});
+ * newer one's size ({@link STACKING_LEVELS}), then a shorter sentence naming
+ * the kind once with whole names, and only then names cut in the middle;
  * the details are in the VRAM panel the toast links to.
  *
  * @param moreGroups - how many other groups are stacked (told in words).
@@ -143,11 +144,12 @@ export function describeStacking(
       more
     );
   };
-  // The shortest: the kind once, one name, the rest behind the panel link.
-  const tightest = (): string => {
-    const kind = shortenMiddle(familyName(newest), 14);
+  // The shortest: the kind once, one name, the rest behind the panel link;
+  // whole names first, then cut in the middle to `room`.
+  const tightest = (room: number): string => {
+    const kind = shortenMiddle(familyName(newest), room);
     const bytes = formatBytes(sumBytes(older.bytes));
-    const first = (list: string[]) => shortenMiddle(list[0], 14);
+    const first = (list: string[]) => shortenMiddle(list[0], room);
     return variables.length
       ? trans.__(
           'Stacked %1: %2 still holds an older one, %3%4.%5',
@@ -174,7 +176,15 @@ export function describeStacking(
             more
           );
   };
-  return fitText([...STACKING_LEVELS.map(compose), tightest()]);
+  // whole names in a shorter sentence before any name is cut
+  const whole = STACKING_LEVELS.filter(level => level.labels !== 'short');
+  const cut = STACKING_LEVELS.filter(level => level.labels === 'short');
+  return fitText([
+    ...whole.map(compose),
+    tightest(Infinity),
+    ...cut.map(compose),
+    tightest(14)
+  ]);
 }
 
 /** What the leak text knows besides the trend. */

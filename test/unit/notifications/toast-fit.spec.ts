@@ -48,6 +48,8 @@ const QWEN = [
   'Qwen/Qwen2.5-VL-72B-Instruct-AWQ'
 ] as const;
 const outputs = (n: number) => held('output', `Out[${n}]`);
+/** A class name that is markup (hostile-input.spec.ts): shown whole, as text. */
+const HOSTILE = '<img src=x onerror=alert(1)>';
 
 /** Scenarios: what the toast must still name (a prefix of each name). */
 const SCENARIOS: Array<[string, IInventory, string[]]> = [
@@ -74,7 +76,8 @@ const SCENARIOS: Array<[string, IInventory, string[]]> = [
       }),
       hf(...BERT, { id: 'b', order: 2 })
     ]),
-    ['BertFor', 'fine_tuned']
+    // whole names in a shorter sentence rather than names cut in the middle
+    ['BertForSequenceClassification', 'fine_tuned_sequence_classifier_v2']
   ],
   [
     'three older instances, many holders, and a second stack',
@@ -106,6 +109,32 @@ const SCENARIOS: Array<[string, IInventory, string[]]> = [
       hf(...QWEN, { id: 'q7', order: 7 })
     ]),
     ['Qwen2_5', 'Out[6']
+  ],
+  [
+    'a class and a variable named like markup, 1 MiB: whole names',
+    onCuda([
+      yolo({
+        id: 'h1',
+        order: 1,
+        className: HOSTILE,
+        module: '__main__',
+        family: 'torch',
+        label: HOSTILE,
+        bytes: { cpu: 2 ** 20 },
+        holders: [held('variable', HOSTILE)]
+      }),
+      yolo({
+        id: 'h2',
+        order: 2,
+        className: HOSTILE,
+        module: '__main__',
+        family: 'torch',
+        label: HOSTILE,
+        bytes: { cpu: 2 ** 20 },
+        holders: [held('variable', 'second')]
+      })
+    ]),
+    [HOSTILE]
   ],
   [
     'a lone stale model (the findings toast)',
