@@ -41,6 +41,7 @@ import { leakRule } from './leak-toast';
 import { oomRule } from './oom-toast';
 import type { IToastRule, RuleResult, ToastRuleFactory } from './rule';
 import { stackedRule } from './stacked-toast';
+import { withNotebook } from './text';
 import { ToastBook } from './toasts';
 
 export { findLeak } from '../analysis/memory/leak';
@@ -74,6 +75,7 @@ export class GpuNotifier implements IDisposable {
   /** Builds the rules and follows the monitor's models, those there now and those to come. */
   constructor(options: GpuNotifier.IOptions) {
     this._monitor = options.monitor;
+    this._trans = options.trans;
     const context = {
       trans: options.trans,
       actions: new ToastActions(options),
@@ -228,11 +230,17 @@ export class GpuNotifier implements IDisposable {
     hook: (rule: IToastRule, settings: IGpuSettings) => RuleResult | undefined
   ): void {
     const settings = this._monitor.settings;
+    // every toast names its notebook: its notification-centre entry outlives it
+    const notebook = this._monitor.panelFor(model)?.title.label || null;
     for (const { rule, book } of this._rules) {
-      const toasts = hook(rule, settings);
-      if (!toasts) {
+      const asked = hook(rule, settings);
+      if (!asked) {
         continue;
       }
+      const toasts = asked.map(toast => ({
+        ...toast,
+        message: withNotebook(notebook, toast.message, this._trans)
+      }));
       if (rule.describes === 'state') {
         book.sync(model.kernelId, toasts);
       } else {
@@ -242,6 +250,7 @@ export class GpuNotifier implements IDisposable {
   }
 
   private _monitor: IGpuMonitor;
+  private _trans: TranslationBundle;
   private _rules: ReadonlyArray<{ rule: IToastRule; book: ToastBook }>;
   private _watched = new Set<GpuKernelModel>();
   private _isDisposed = false;

@@ -453,3 +453,30 @@ export function describeCleaned(
   }
   return parts.join(' ');
 }
+
+/** Fewest characters of a notebook's name worth putting before a toast. */
+const MIN_NOTEBOOK_NAME = 8;
+
+/**
+ * `message` with the notebook it is about in front ("train.ipynb: …"), so
+ * that a toast, and its entry in JupyterLab's notification centre long after,
+ * say which notebook they are about. The name is cut in the middle to keep
+ * the message within {@link MAX_TOAST} (at most 40 characters of it), and
+ * left out when fewer than 8 would fit: the message is never cut for it.
+ *
+ * @param notebook - the notebook's file name, or null (a kernel without one).
+ */
+export function withNotebook(
+  notebook: string | null,
+  message: string,
+  trans: TranslationBundle
+): string {
+  if (!notebook) {
+    return message;
+  }
+  const frame = trans.__('%1: %2', '', '').length;
+  const room = Math.min(40, MAX_TOAST - message.length - frame);
+  return room < MIN_NOTEBOOK_NAME
+    ? message
+    : trans.__('%1: %2', shortenMiddle(notebook, room), message);
+}

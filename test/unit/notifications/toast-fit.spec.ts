@@ -15,6 +15,7 @@ import { GpuNotifier } from '../../../src/notifications';
 import type { IInventory, IModelInfo } from '../../../src/protocol';
 import { c01Inventory, held, OneModelMonitor, yolo } from '../fixtures';
 import { zhBundle } from '../zh-bundle';
+import { withNotebook } from '../../../src/notifications/text';
 
 const GiB = 2 ** 30;
 
@@ -177,5 +178,47 @@ describe.each([
     for (const name of named) {
       expect(all).toContain(name);
     }
+  });
+});
+
+describe('a toast names its notebook (issue 29, item 5)', () => {
+  const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
+  afterEach(() => Notification.dismiss());
+
+  it('puts the notebook before the message, cut in the middle to fit, never cutting the message', () => {
+    expect(withNotebook('train.ipynb', 'Stacked YOLO: …', trans)).toBe(
+      'train.ipynb: Stacked YOLO: …'
+    );
+    expect(withNotebook(null, 'Stacked YOLO', trans)).toBe('Stacked YOLO');
+    const long = 'x'.repeat(120);
+    const named = withNotebook(
+      'a-very-long-experiment-name-for-fine-tuning.ipynb',
+      long,
+      trans
+    );
+    expect(named.length).toBeLessThanOrEqual(140);
+    expect(named.endsWith(long)).toBe(true);
+    expect(named).toMatch(/^a-very-lo…ng\.ipynb: x/);
+    // no room for 8 characters of it: the message alone
+    expect(withNotebook('train.ipynb', 'y'.repeat(135), trans)).toBe(
+      'y'.repeat(135)
+    );
+  });
+
+  it('the notifier names the notebook of the kernel in every toast', () => {
+    const model = new GpuKernelModel({ kernelId: 'k1' });
+    const monitor = new OneModelMonitor(model);
+    (monitor as any).panelFor = () => ({ title: { label: 'stacked.ipynb' } });
+    const notifier = new GpuNotifier({
+      monitor,
+      commands: new CommandRegistry(),
+      trans
+    });
+    model.apply(c01Inventory());
+    const messages = Notification.manager.notifications.map(t => t.message);
+    notifier.dispose();
+    expect(messages).toEqual([
+      'stacked.ipynb: Stacked YOLO: older YOLO (yolov8n.yaml), 12.1 MiB, held only by Out[2], _2, __; newer YOLO (yolov8n.yaml), 12.1 MiB in RAM.'
+    ]);
   });
 });
