@@ -139,9 +139,23 @@ def handlers(base_url: str) -> list:
 
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
-    """Registers the handler on the server's web application, under its ``base_url``."""
+    """Registers the handlers on the server's web application, under its ``base_url``: the
+    kernels and the Prometheus metrics (``metrics.py``, with its ``GpuHygieneMetrics`` settings
+    read from the server's config)."""
+    from . import metrics  # imports this module: loaded here, not at the top
+
     web_app = serverapp.web_app
-    web_app.add_handlers(".*$", handlers(web_app.settings["base_url"]))
-    serverapp.log.info(
-        "jupyterlab_gpu_hygiene: serving %s", url_path_join(serverapp.base_url, *ROUTE)
+    base_url = web_app.settings["base_url"]
+    web_app.settings["gpu_hygiene_metrics"] = metrics.GpuHygieneMetrics(parent=serverapp)
+    web_app.settings["gpu_hygiene_nvml"] = metrics.Nvml()
+    web_app.add_handlers(
+        ".*$",
+        [
+            *handlers(base_url),
+            (url_path_join(base_url, *metrics.ROUTE), metrics.GpuHygieneMetricsHandler),
+        ],
     )
+    for route in (ROUTE, metrics.ROUTE):
+        serverapp.log.info(
+            "jupyterlab_gpu_hygiene: serving %s", url_path_join(serverapp.base_url, *route)
+        )

@@ -1,0 +1,323 @@
+"""Prometheus metrics of this server's kernels: ``GET {base_url}gpu-hygiene/metrics`` (issue 25).
+
+dcgm-exporter and nvitop export GPU memory per device or per process; an admin of a JupyterHub
+asks which *kernels* sit idle holding VRAM. This endpoint answers that in the Prometheus text
+format, built with ``prometheus_client`` (the library jupyter_server's own ``/metrics`` uses):
+
+- the server reads NVML itself (nvidia-ml-py, when installed and a driver is there); no code runs
+  in any kernel, and a kernel's VRAM is what NVML lists for the kernel's pid (its own process:
+  not the DataLoader workers it started);
+- the kernels, their pids, states and last activity come from the kernel manager, as
+  ``gpu-hygiene/kernels`` lists them (``server.kernels_answer``);
+- nothing runs between scrapes: the figures are read when Prometheus asks, so the cost is one
+  NVML pass and one pass over the kernels per scrape (``bench/metrics.py`` measures it).
+
+Metrics (gauges; bytes and seconds, as Prometheus names them):
+
+- ``jupyter_gpu_hygiene_nvml_available``: 1 when NVML answered, else 0 (``reason`` label);
+- ``jupyter_gpu_hygiene_device_memory_total_bytes`` / ``..._used_bytes`` {device, uuid, mig};
+- ``jupyter_gpu_hygiene_kernel_info`` {kernel_id, kernel_name, execution_state[, path]}: 1;
+  ``path`` (the notebook) only when ``GpuHygieneMetrics.notebook_paths`` is on (off by default,
+  for privacy) and the user may read ``/api/sessions``;
+- ``jupyter_gpu_hygiene_kernel_idle_seconds`` {kernel_id}: since its last activity, 0 while
+  busy (jupyter_server's culler counts idle time the same way);
+- ``jupyter_gpu_hygiene_kernel_vram_bytes`` {kernel_id, device, uuid, mig}: what NVML lists for
+  the kernel's process on that device (a MIG slice is a device of its own, ``mig="1"``);
+- ``jupyter_gpu_hygiene_kernel_idle_holding_vram`` {kernel_id}: 1 when the kernel has been idle
+  at least ``GpuHygieneMetrics.idle_minutes`` and holds at least ``idle_min_mib`` MiB of VRAM,
+  else 0: what an alert or a culler acts on (README, "On JupyterHub").
+
+Authenticated and authorized like ``/api/kernels`` (auth resource ``kernels``, action ``read``):
+a request without a token is refused (403), as every API request is.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from tornado import web
+from traitlets import Bool, Float
+from traitlets.config import Configurable
+
+from .server import AUTH_RESOURCE, _maybe_await, kernels_answer
+
+#: The route, under the server's ``base_url``.
+ROUTE = ("gpu-hygiene", "metrics")
+#: Every metric's name starts with this.
+PREFIX = "jupyter_gpu_hygiene_"
+
+
+class GpuHygieneMetrics(Configurable):
+    """Settings of ``gpu-hygiene/metrics`` (``--GpuHygieneMetrics.<name>=…`` or
+    ``c.GpuHygieneMetrics.<name>`` in ``jupyter_server_config.py``)."""
+
+    notebook_paths = Bool(
+        False,
+        config=True,
+        help="Label each kernel with its notebook's path (kernel_info{path=...}). Off by "
+        "default: a path can say more about a user than an admin needs.",
+    )
+    idle_minutes = Float(
+        30.0,
+        config=True,
+        help="A kernel idle at least this long (minutes) that holds at least idle_min_mib of "
+        "VRAM is flagged by jupyter_gpu_hygiene_kernel_idle_holding_vram.",
+    )
+    idle_min_mib = Float(
+        256.0,
+        config=True,
+        help="The VRAM (MiB, all devices) an idle kernel must hold to be flagged.",
+    )
+
+
+@dataclass
+class Device:
+    """One device NVML lists: a GPU, or a MIG slice of one (``mig``)."""
+
+    index: str
+    uuid: str
+    mig: bool
+    total: int | None
+    used: int | None
+    #: {pid: bytes} of the processes NVML lists on it (None: NVML gives no figure).
+    processes: dict[int, int | None] = field(default_factory=dict)
+
+
+@dataclass
+class NvmlReading:
+    """What one NVML pass found: its devices, or why there are none."""
+
+    devices: list[Device]
+    error: str | None = None
+
+
+class Nvml:
+    """NVML, read by the server (nvidia-ml-py's ``pynvml``), initialised once on first use.
+
+    ``module``: the NVML bindings (default: ``pynvml``, imported on first use). A machine
+    without the package or without a driver gives a reading with no device and the error.
+    """
+
+    def __init__(self, module: Any = None) -> None:
+        self._module = module
+        self._ready = False
+        #: Why NVML cannot be used, once known: not tried again (a driver does not appear
+        #: while the server runs, and each try would load the library again).
+        self._error: str | None = None
+
+    def _nvml(self) -> Any:
+        if self._module is None:
+            import pynvml  # nvidia-ml-py; optional
+
+            self._module = pynvml
+        if not self._ready:
+            self._module.nvmlInit()
+            self._ready = True
+        return self._module
+
+    def read(self) -> NvmlReading:
+        """Every device (MIG slices as devices of their own) and its processes."""
+        if self._error is not None:
+            return NvmlReading([], self._error)
+        try:
+            nvml = self._nvml()
+        except ImportError as error:
+            self._error = f"nvidia-ml-py not importable: {error}"
+            return NvmlReading([], self._error)
+        except Exception as error:  # NVMLError: no driver, no permission...
+            self._error = f"NVML: {error}"
+            return NvmlReading([], self._error)
+        try:
+            count = nvml.nvmlDeviceGetCount()
+        except Exception as error:
+            return NvmlReading([], f"NVML: {error}")
+        devices: list[Device] = []
+        for i in range(count):
+            try:
+                handle = nvml.nvmlDeviceGetHandleByIndex(i)
+                slices = _mig_slices(nvml, handle)
+                if slices:
+                    devices.extend(_device(nvml, h, f"{i}:{j}", mig=True) for j, h in slices)
+                else:
+                    devices.append(_device(nvml, handle, str(i), mig=False))
+            except Exception:  # a device that fails is left out, the others are read
+                continue
+        return NvmlReading(devices)
+
+
+def _mig_slices(nvml: Any, handle: Any) -> list[tuple[int, Any]]:
+    """The MIG devices of a GPU in MIG mode, as (index, handle); [] otherwise."""
+    try:
+        current, _pending = nvml.nvmlDeviceGetMigMode(handle)
+    except Exception:  # not MIG-capable, or an old driver
+        return []
+    if current != getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
+        return []
+    slices = []
+    for j in range(nvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
+        try:
+            slices.append((j, nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, j)))
+        except Exception:  # an index without a slice
+            continue
+    return slices
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _device(nvml: Any, handle: Any, index: str, mig: bool) -> Device:
+    """One device's memory and the processes on it (compute and graphics, by pid)."""
+    memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+    processes: dict[int, int | None] = {}
+    for lister in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+        try:
+            listed = getattr(nvml, lister)(handle)
+        except Exception:  # not supported on this device or driver
+            continue
+        for process in listed:
+            used = getattr(process, "usedGpuMemory", None)
+            known = processes.get(process.pid)
+            processes[process.pid] = (
+                used if known is None else known if used is None else max(known, used)
+            )
+    return Device(
+        index=index,
+        uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+        mig=mig,
+        total=int(memory.total),
+        used=int(memory.used),
+        processes=processes,
+    )
+
+
+def _idle_seconds(row: dict, now: float) -> float:
+    """Seconds since the kernel's last activity unless it is busy (0), as jupyter_server's own
+    culler counts it (``cull_idle_timeout``: a kernel that is not busy is idle; one nobody
+    connected to since its start stays ``starting`` there)."""
+    if row.get("executionState") == "busy" or not row.get("lastActivity"):
+        return 0.0
+    try:
+        last = datetime.datetime.fromisoformat(str(row["lastActivity"]).replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    if last.tzinfo is None:
+        last = last.replace(tzinfo=datetime.timezone.utc)
+    return max(0.0, now - last.timestamp())
+
+
+def metric_families(
+    answer: dict, reading: NvmlReading, settings: GpuHygieneMetrics, now: float
+) -> list[GaugeMetricFamily]:
+    """The endpoint's gauges for ``answer`` (``server.kernels_answer``: sessions listed only
+    where their paths may be shown) and one NVML ``reading``, at ``now`` (epoch seconds)."""
+    nvml = GaugeMetricFamily(
+        PREFIX + "nvml_available",
+        "1 when the server could read NVML (nvidia-ml-py and a driver), else 0.",
+        labels=["reason"],
+    )
+    nvml.add_metric([reading.error or ""], 0 if reading.error else 1)
+    device_labels = ["device", "uuid", "mig"]
+    total = GaugeMetricFamily(
+        PREFIX + "device_memory_total_bytes", "Memory of the device (NVML).", labels=device_labels
+    )
+    used = GaugeMetricFamily(
+        PREFIX + "device_memory_used_bytes",
+        "Memory in use on the device by every process (NVML).",
+        labels=device_labels,
+    )
+    info = GaugeMetricFamily(
+        PREFIX + "kernel_info",
+        "One per kernel of this server (1); path only with GpuHygieneMetrics.notebook_paths.",
+        labels=["kernel_id", "kernel_name", "execution_state", "path"],
+    )
+    idle = GaugeMetricFamily(
+        PREFIX + "kernel_idle_seconds",
+        "Seconds since the kernel's last activity; 0 while it is busy.",
+        labels=["kernel_id"],
+    )
+    vram = GaugeMetricFamily(
+        PREFIX + "kernel_vram_bytes",
+        "VRAM NVML lists for the kernel's process on the device.",
+        labels=["kernel_id", *device_labels],
+    )
+    flagged = GaugeMetricFamily(
+        PREFIX + "kernel_idle_holding_vram",
+        f"1 when the kernel is idle at least {settings.idle_minutes:g} min and holds at least "
+        f"{settings.idle_min_mib:g} MiB of VRAM (GpuHygieneMetrics.idle_minutes, "
+        "idle_min_mib), else 0.",
+        labels=["kernel_id"],
+    )
+    for device in reading.devices:
+        labels = [device.index, device.uuid, "1" if device.mig else "0"]
+        if device.total is not None:
+            total.add_metric(labels, device.total)
+        if device.used is not None:
+            used.add_metric(labels, device.used)
+    for row in answer.get("kernels", []):
+        kernel_id = row["id"]
+        paths = ",".join(s["path"] for s in row.get("sessions", []) if s.get("path"))
+        info.add_metric(
+            [kernel_id, row.get("name") or "", row.get("executionState") or "unknown", paths], 1
+        )
+        seconds = _idle_seconds(row, now)
+        idle.add_metric([kernel_id], seconds)
+        held = 0
+        pid = row.get("pid")
+        for device in reading.devices:
+            if pid is not None and pid in device.processes:
+                figure = device.processes[pid] or 0
+                held += figure
+                labels = [kernel_id, device.index, device.uuid, "1" if device.mig else "0"]
+                vram.add_metric(labels, figure)
+        flagged.add_metric(
+            [kernel_id],
+            1
+            if seconds >= settings.idle_minutes * 60 and held >= settings.idle_min_mib * 2**20
+            else 0,
+        )
+    return [nvml, total, used, info, idle, vram, flagged]
+
+
+class _Families:
+    """A collector of families built beforehand (one scrape's)."""
+
+    def __init__(self, families: list[GaugeMetricFamily]) -> None:
+        self._families = families
+
+    def collect(self):
+        return iter(self._families)
+
+
+def exposition(families: list[GaugeMetricFamily]) -> bytes:
+    """The Prometheus text format of ``families`` (``prometheus_client.generate_latest``)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families(families))
+    return generate_latest(registry)
+
+
+class GpuHygieneMetricsHandler(APIHandler):
+    """``GET {base_url}gpu-hygiene/metrics``: the gauges above, read at each scrape."""
+
+    auth_resource = AUTH_RESOURCE
+
+    @web.authenticated
+    @authorized("read", resource=AUTH_RESOURCE)
+    async def get(self) -> None:
+        settings: GpuHygieneMetrics = self.settings["gpu_hygiene_metrics"]
+        nvml: Nvml = self.settings["gpu_hygiene_nvml"]
+        paths = settings.notebook_paths and await _maybe_await(
+            self.authorizer.is_authorized(self, self.current_user, "read", "sessions")
+        )
+        answer = await kernels_answer(self.kernel_manager, self.session_manager if paths else None)
+        body = exposition(metric_families(answer, nvml.read(), settings, time.time()))
+        self.set_header("Content-Type", CONTENT_TYPE_LATEST)
+        self.set_header("Cache-Control", "no-store")
+        self.finish(body)

@@ -1,0 +1,270 @@
+"""``GET {base_url}gpu-hygiene/metrics`` (``jupyterlab_gpu_hygiene/metrics.py``, issue 25).
+
+- In real Jupyter servers with real kernels (CPU: no NVML here): every kernel of the server has
+  its ``kernel_info`` and ``kernel_idle_seconds``, the scrape parses with
+  ``prometheus_client.parser``, notebook paths appear only with
+  ``--GpuHygieneMetrics.notebook_paths=True``, and a request without the token is refused.
+- In-process, the gauges built from one NVML reading: NVML cannot exist on this machine (no
+  NVIDIA driver), so ``FakeNvml`` stands in for the ``pynvml`` functions the reader calls
+  (devices, a MIG slice, per-process memory); the kernel rows are shaped as
+  ``server.kernels_answer`` returns them.
+"""
+
+import datetime
+import time
+import urllib.error
+import urllib.request
+from types import SimpleNamespace
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from test_server_extension import OPENER, TOKEN, Server, jupyter_env, stop_and_reap
+
+from jupyterlab_gpu_hygiene.metrics import (
+    PREFIX,
+    GpuHygieneMetrics,
+    Nvml,
+    exposition,
+    metric_families,
+)
+
+pytestmark = pytest.mark.timeout(90)
+
+ROUTE = "gpu-hygiene/metrics"
+MiB = 2**20
+
+
+def scrape(server, token=TOKEN):
+    """``(status, text)`` of one scrape."""
+    req = urllib.request.Request(server.base + ROUTE)
+    if token:
+        req.add_header("Authorization", f"token {token}")
+    try:
+        with OPENER.open(req, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def samples(text):
+    """{metric name without the prefix: [(labels, value)]} of a scrape."""
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name.removeprefix(PREFIX), []).append(
+                (sample.labels, sample.value)
+            )
+    return out
+
+
+def start(tmp_path_factory, name, *args):
+    """A server with a plain kernel and a session's kernel (``runs/train.ipynb``)."""
+    tmp = tmp_path_factory.mktemp(name)
+    server = Server(name, tmp, jupyter_env(tmp), *args)
+    status, plain = server.post("api/kernels", {"name": "python3"})
+    assert status == 201, plain
+    status, session = server.post(
+        "api/sessions",
+        {
+            "path": "runs/train.ipynb",
+            "name": "train.ipynb",
+            "type": "notebook",
+            "kernel": {"name": "python3"},
+        },
+    )
+    assert status == 201, session
+    server.kernel_ids = {plain["id"], session["kernel"]["id"]}
+    server.session_kernel = session["kernel"]["id"]
+    return server
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    """The default server, and one with notebook paths on."""
+    made = []
+    try:
+        made.append(start(tmp_path_factory, "metrics"))
+        made.append(
+            start(tmp_path_factory, "metrics-paths", "--GpuHygieneMetrics.notebook_paths=True")
+        )
+        yield made
+    finally:
+        stop_and_reap(made, [])
+
+
+def test_every_kernel_of_the_server_in_one_scrape(servers):
+    server = servers[0]
+    status, text = scrape(server)
+    assert status == 200, text
+    found = samples(text)
+    info = {labels["kernel_id"]: labels for labels, value in found["kernel_info"]}
+    assert set(info) == server.kernel_ids
+    for labels in info.values():
+        assert labels["kernel_name"] == "python3"
+        assert labels["execution_state"] in {"starting", "idle", "busy"}
+        assert labels["path"] == ""  # off by default: no notebook path leaves the server
+    idle = {labels["kernel_id"]: value for labels, value in found["kernel_idle_seconds"]}
+    assert set(idle) == server.kernel_ids
+    assert all(0 <= value < 3600 for value in idle.values())
+    # no NVML on this machine: said, with why; no VRAM figure made up, nobody flagged
+    [(labels, available)] = found["nvml_available"]
+    assert available == 0 and labels["reason"]
+    assert "kernel_vram_bytes" not in found
+    flagged = {labels["kernel_id"]: value for labels, value in found["kernel_idle_holding_vram"]}
+    assert flagged == {kernel_id: 0 for kernel_id in server.kernel_ids}
+
+
+def test_idle_seconds_grow_while_the_kernel_is_idle(servers):
+    server = servers[0]
+
+    def idle():
+        found = samples(scrape(server)[1])
+        return {labels["kernel_id"]: value for labels, value in found["kernel_idle_seconds"]}
+
+    first = idle()
+    time.sleep(1.5)
+    later = idle()
+    for kernel_id in server.kernel_ids:
+        assert later[kernel_id] >= first[kernel_id] + 1.0
+
+
+def test_notebook_paths_only_when_configured(servers):
+    server = servers[1]
+    found = samples(scrape(server)[1])
+    paths = {labels["kernel_id"]: labels["path"] for labels, _ in found["kernel_info"]}
+    assert paths[server.session_kernel] == "runs/train.ipynb"
+    assert sorted(paths.values()) == ["", "runs/train.ipynb"]
+
+
+def test_refused_without_the_token(servers):
+    for token in (None, "not-the-token"):
+        status, text = scrape(servers[0], token=token)
+        assert status == 403
+        assert PREFIX not in text
+
+
+# ---- the gauges from one NVML reading (NVML faked: no driver here)
+
+
+class FakeNvml:
+    """The pynvml functions ``Nvml`` calls, answering for two GPUs: GPU 0 whole (kernel pid 100
+    holds 3 GiB, pid 300 holds 100 MiB, another program 1 GiB), GPU 1 in MIG mode with one slice
+    (pid 100 holds 512 MiB there)."""
+
+    NVML_DEVICE_MIG_ENABLE = 1
+
+    def __init__(self):
+        self.inits = 0
+
+    def nvmlInit(self):
+        self.inits += 1
+
+    def nvmlDeviceGetCount(self):
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return ("gpu", i)
+
+    def nvmlDeviceGetMigMode(self, handle):
+        return (1, 1) if handle == ("gpu", 1) else (0, 0)
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle):
+        return 2
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle, j):
+        if j == 1:
+            raise RuntimeError("no slice at this index")
+        return ("mig", 1, j)
+
+    def nvmlDeviceGetUUID(self, handle):
+        return {("gpu", 0): b"GPU-aaaa", ("mig", 1, 0): "MIG-bbbb"}[handle]
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        if handle == ("gpu", 0):
+            return SimpleNamespace(total=80 * 2**30, used=5 * 2**30)
+        return SimpleNamespace(total=10 * 2**30, used=2**30)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        p = SimpleNamespace
+        if handle == ("gpu", 0):
+            return [
+                p(pid=100, usedGpuMemory=3 * 2**30),
+                p(pid=300, usedGpuMemory=100 * MiB),
+                p(pid=999, usedGpuMemory=2**30),
+            ]
+        return [p(pid=100, usedGpuMemory=512 * MiB)]
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, handle):
+        raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+
+
+def kernel(kernel_id, pid, state, idle_minutes):
+    last = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=idle_minutes)
+    return {
+        "id": kernel_id,
+        "name": "python3",
+        "pid": pid,
+        "executionState": state,
+        "lastActivity": last.isoformat().replace("+00:00", "Z"),
+        "connections": 1,
+        "sessions": [],
+    }
+
+
+def test_vram_per_kernel_and_the_idle_flag_from_nvml():
+    fake = FakeNvml()
+    nvml = Nvml(fake)
+    reading = nvml.read()
+    assert [(d.index, d.uuid, d.mig) for d in reading.devices] == [
+        ("0", "GPU-aaaa", False),
+        ("1:0", "MIG-bbbb", True),
+    ]
+    answer = {
+        "kernels": [
+            kernel("idle-big", 100, "idle", 40),  # idle 40 min, 3.5 GiB: flagged
+            kernel("busy", 200, "busy", 40),  # no process on the GPU, busy
+            kernel("idle-small", 300, "idle", 40),  # 100 MiB: under the 256 MiB default
+            kernel("remote", None, "idle", 40),  # a gateway kernel: no pid, no figure
+        ]
+    }
+    text = exposition(metric_families(answer, reading, GpuHygieneMetrics(), time.time()))
+    found = samples(text.decode())
+    vram = {
+        (labels["kernel_id"], labels["device"], labels["uuid"], labels["mig"]): value
+        for labels, value in found["kernel_vram_bytes"]
+    }
+    assert vram == {
+        ("idle-big", "0", "GPU-aaaa", "0"): 3 * 2**30,
+        ("idle-big", "1:0", "MIG-bbbb", "1"): 512 * MiB,
+        ("idle-small", "0", "GPU-aaaa", "0"): 100 * MiB,
+    }
+    flagged = {labels["kernel_id"]: value for labels, value in found["kernel_idle_holding_vram"]}
+    assert flagged == {"idle-big": 1, "busy": 0, "idle-small": 0, "remote": 0}
+    idle = {labels["kernel_id"]: value for labels, value in found["kernel_idle_seconds"]}
+    assert idle["busy"] == 0
+    assert 40 * 60 - 5 <= idle["idle-big"] <= 40 * 60 + 5
+    totals = {labels["device"]: value for labels, value in found["device_memory_total_bytes"]}
+    assert totals == {"0": 80 * 2**30, "1:0": 10 * 2**30}
+    assert found["nvml_available"] == [({"reason": ""}, 1)]
+    # thresholds are settings: 50 MiB and 30 min flag the small one too
+    settings = GpuHygieneMetrics(idle_min_mib=50, idle_minutes=30)
+    found = samples(exposition(metric_families(answer, reading, settings, time.time())).decode())
+    flagged = {labels["kernel_id"]: value for labels, value in found["kernel_idle_holding_vram"]}
+    assert flagged["idle-small"] == 1
+    # NVML is initialised once, whatever the number of scrapes
+    nvml.read()
+    assert fake.inits == 1
+
+
+def test_no_nvml_is_said_once_and_not_retried():
+    class Broken(FakeNvml):
+        def nvmlInit(self):
+            self.inits += 1
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    broken = Broken()
+    nvml = Nvml(broken)
+    first, second = nvml.read(), nvml.read()
+    assert first.devices == second.devices == []
+    assert first.error == second.error == "NVML: NVML Shared Library Not Found"
+    assert broken.inits == 1
