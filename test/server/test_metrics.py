@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from test_server_extension import OPENER, TOKEN, Server, jupyter_env, stop_and_reap
+from test_server_extension import OPENER, TOKEN, start_with_kernels, stop_and_reap
 
 from jupyterlab_gpu_hygiene.metrics import (
     PREFIX,
@@ -59,22 +59,9 @@ def samples(text):
 
 def start(tmp_path_factory, name, *args):
     """A server with a plain kernel and a session's kernel (``runs/train.ipynb``)."""
-    tmp = tmp_path_factory.mktemp(name)
-    server = Server(name, tmp, jupyter_env(tmp), *args)
-    status, plain = server.post("api/kernels", {"name": "python3"})
-    assert status == 201, plain
-    status, session = server.post(
-        "api/sessions",
-        {
-            "path": "runs/train.ipynb",
-            "name": "train.ipynb",
-            "type": "notebook",
-            "kernel": {"name": "python3"},
-        },
-    )
-    assert status == 201, session
-    server.kernel_ids = {plain["id"], session["kernel"]["id"]}
-    server.session_kernel = session["kernel"]["id"]
+    server = start_with_kernels(tmp_path_factory.mktemp(name), name, *args)
+    server.kernel_ids = {server.plain["id"], server.session["kernel"]["id"]}
+    server.session_kernel = server.session["kernel"]["id"]
     return server
 
 

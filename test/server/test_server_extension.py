@@ -209,13 +209,10 @@ def iso(text):
 # ---- a local server
 
 
-@pytest.fixture(scope="module")
-def local(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("local")
-    env = jupyter_env(tmp)
-    # the automatic restart after a kernel dies: polled every 0.5 s instead of 3 s
-    server = Server("local", tmp, env, "--KernelRestarter.time_to_dead=0.5")
-    pids = []
+def start_with_kernels(tmp, name, *args):
+    """A server in ``tmp`` with two kernels: one started through ``/api/kernels``
+    (``server.plain``), one by a session on ``runs/train.ipynb`` (``server.session``)."""
+    server = Server(name, tmp, jupyter_env(tmp), *args)
     try:
         status, plain = server.post("api/kernels", {"name": "python3"})
         assert status == 201, plain
@@ -229,7 +226,21 @@ def local(tmp_path_factory):
             },
         )
         assert status == 201, session
-        server.plain, server.session = plain, session
+    except BaseException:
+        server.stop()  # it shuts its kernels down
+        raise
+    server.plain, server.session = plain, session
+    return server
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    # the automatic restart after a kernel dies: polled every 0.5 s instead of 3 s
+    server = start_with_kernels(
+        tmp_path_factory.mktemp("local"), "local", "--KernelRestarter.time_to_dead=0.5"
+    )
+    pids = []
+    try:
         server.answer = answer_ok(server)
         pids.extend(k["pid"] for k in server.answer["kernels"] if k["pid"])
         yield server

@@ -4,13 +4,8 @@
  * browser parses them (optional: older agents send none), keeps them in the
  * kernel model each once, and the gauge's details popup says each once.
  */
-import * as fs from 'fs';
-import * as path from 'path';
-import {
-  Gettext,
-  nullTranslator,
-  TranslationBundle
-} from '@jupyterlab/translation';
+import { zhBundle } from './zh-bundle';
+import { nullTranslator, TranslationBundle } from '@jupyterlab/translation';
 import { render, screen, within } from '@testing-library/react';
 import React from 'react';
 import { DOMAIN } from '../../src/i18n';
@@ -43,31 +38,7 @@ const ultralytics: ILimit = {
 
 /** The zh_CN catalogue as JupyterLab's TranslationManager loads it. */
 function chinese(): TranslationBundle {
-  const file = path.resolve(
-    __dirname,
-    '..',
-    '..',
-    DOMAIN,
-    'locale',
-    'zh_CN',
-    'LC_MESSAGES',
-    `${DOMAIN}.json`
-  );
-  const catalogue = JSON.parse(fs.readFileSync(file, 'utf-8'));
-  const header = catalogue[''];
-  const gettext = new Gettext({ domain: DOMAIN, locale: 'zh-CN' });
-  gettext.loadJSON(
-    {
-      ...catalogue,
-      '': {
-        domain: header.domain,
-        language: header.language,
-        pluralForms: header.plural_forms
-      }
-    },
-    DOMAIN
-  );
-  return gettext as unknown as TranslationBundle;
+  return zhBundle() as unknown as TranslationBundle;
 }
 
 /** A running kernel on an H200: hello (with `helloLimits`), a sample, an inventory. */

@@ -329,6 +329,29 @@ describe('PanelContent', () => {
 
   const noop = () => undefined;
 
+  /** Render the panel's content for `data`, with no-op handlers unless given. */
+  function renderContent(
+    data: ReturnType<typeof panelData>,
+    props: Partial<React.ComponentProps<typeof PanelContent>> = {}
+  ) {
+    return render(
+      <PanelContent
+        data={data}
+        notebook="n.ipynb"
+        settings={DEFAULT_SETTINGS}
+        scale="device"
+        sort={DEFAULT_HOLDER_SORT}
+        onDevice={noop}
+        onScale={noop}
+        onSort={noop}
+        onFree={noop}
+        onDelete={noop}
+        trans={trans}
+        {...props}
+      />
+    );
+  }
+
   it('charts the kernel’s resident RAM when there is no GPU (issue 29, item 3)', () => {
     const model = noGpuModel();
     const GiB = 2 ** 30;
@@ -355,22 +378,10 @@ describe('PanelContent', () => {
     expect(data.rows.every(r => r.used === null && r.allocated === null)).toBe(
       true
     );
-    const { container } = render(
-      <PanelContent
-        data={data}
-        notebook="cpu.ipynb"
-        settings={DEFAULT_SETTINGS}
-        scale="device"
-        sort={DEFAULT_HOLDER_SORT}
-        onDevice={noop}
-        onScale={noop}
-        onSort={noop}
-        onFree={noop}
-        onDelete={noop}
-        chartSize={{ width: 400, height: 200 }}
-        trans={trans}
-      />
-    );
+    const { container } = renderContent(data, {
+      notebook: 'cpu.ipynb',
+      chartSize: { width: 400, height: 200 }
+    });
     expect(container.textContent).toContain('Memory over time');
     expect(container.textContent).not.toContain('VRAM over time');
     expect(screen.getByText('No GPU visible to this kernel.')).toBeTruthy();
@@ -387,21 +398,9 @@ describe('PanelContent', () => {
     const data = panelData(noGpuModel(), DEFAULT_SETTINGS, null);
     expect(data.gpu).toBe(false);
     expect(data.trend.verdict).toBe('no-data');
-    const { container } = render(
-      <PanelContent
-        data={data}
-        notebook="stacked-yolo.ipynb"
-        settings={DEFAULT_SETTINGS}
-        scale="device"
-        sort={DEFAULT_HOLDER_SORT}
-        onDevice={noop}
-        onScale={noop}
-        onSort={noop}
-        onFree={noop}
-        onDelete={noop}
-        trans={trans}
-      />
-    );
+    const { container } = renderContent(data, {
+      notebook: 'stacked-yolo.ipynb'
+    });
     // NVML's library is missing (no driver): said plainly, the raw error
     // under Details, no advice to install nvidia-ml-py (it is installed).
     expect(screen.getByText('No GPU visible to this kernel.')).toBeTruthy();
@@ -437,21 +436,7 @@ describe('PanelContent', () => {
   it('says what to do for an unsupported kernel', () => {
     const model = new GpuKernelModel({ kernelId: 'r' });
     model.setStatus('unsupported', 'R');
-    render(
-      <PanelContent
-        data={panelData(model, DEFAULT_SETTINGS, null)}
-        notebook={null}
-        settings={DEFAULT_SETTINGS}
-        scale="device"
-        sort={DEFAULT_HOLDER_SORT}
-        onDevice={noop}
-        onScale={noop}
-        onSort={noop}
-        onFree={noop}
-        onDelete={noop}
-        trans={trans}
-      />
-    );
+    renderContent(panelData(model, DEFAULT_SETTINGS, null), { notebook: null });
     expect(screen.getByText(/kernel \(R\) is not supported/)).toBeTruthy();
   });
 
@@ -466,22 +451,10 @@ describe('PanelContent', () => {
       ]
     });
     const devices: number[] = [];
-    render(
-      <PanelContent
-        data={panelData(model, DEFAULT_SETTINGS, null)}
-        notebook="n.ipynb"
-        settings={DEFAULT_SETTINGS}
-        scale="device"
-        sort={DEFAULT_HOLDER_SORT}
-        onDevice={d => devices.push(d)}
-        onScale={noop}
-        onSort={noop}
-        onFree={noop}
-        onDelete={noop}
-        trans={trans}
-        chartSize={{ width: 400, height: 200 }}
-      />
-    );
+    renderContent(panelData(model, DEFAULT_SETTINGS, null), {
+      onDevice: d => devices.push(d),
+      chartSize: { width: 400, height: 200 }
+    });
     const select = screen.getByLabelText('GPU') as HTMLSelectElement;
     fireEvent.change(select, { target: { value: '1' } });
     expect(devices).toEqual([1]);
