@@ -128,6 +128,13 @@ class GpuHygieneKernelsHandler(APIHandler):
         answer = await kernels_answer(
             self.kernel_manager, self.session_manager if sessions else None
         )
+        # the threshold gpu-hygiene/metrics flags idle kernels holding VRAM with (metrics.py)
+        settings = self.settings.get("gpu_hygiene_metrics")
+        if settings is not None:
+            answer["idleHolding"] = {
+                "minutes": settings.idle_minutes,
+                "mib": settings.idle_min_mib,
+            }
         self.set_header("Cache-Control", "no-store")
         self.finish(json.dumps(answer))
 

@@ -43,6 +43,19 @@ export interface IServerKernel {
 export interface IServerKernelsAnswer {
   kernels: IServerKernel[];
   gateway: boolean;
+  /**
+   * The server's threshold for an idle kernel holding VRAM (its
+   * `GpuHygieneMetrics.idle_minutes` and `idle_min_mib` settings, which its
+   * `gpu-hygiene/metrics` flags with `kernel_idle_holding_vram`); absent from
+   * an older server.
+   */
+  idleHolding?: IIdleHolding;
+}
+
+/** An idle kernel holding VRAM: idle at least `minutes` and holding at least `mib` MiB. */
+export interface IIdleHolding {
+  minutes: number;
+  mib: number;
 }
 
 /**

@@ -32,9 +32,12 @@ const serverKernel = z.object({
   sessions: z.array(session).check(z.maxLength(1000))
 });
 
+const nonNegative = z.number().check(z.minimum(0), z.maximum(1e9));
+
 const answer = z.object({
   kernels: z.array(serverKernel).check(z.maxLength(10_000)),
-  gateway: z.boolean()
+  gateway: z.boolean(),
+  idleHolding: z.optional(z.object({ minutes: nonNegative, mib: nonNegative }))
 });
 
 // The schema and the interfaces say the same shape (checked by the compiler both ways).

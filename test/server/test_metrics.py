@@ -72,7 +72,12 @@ def servers(tmp_path_factory):
     try:
         made.append(start(tmp_path_factory, "metrics"))
         made.append(
-            start(tmp_path_factory, "metrics-paths", "--GpuHygieneMetrics.notebook_paths=True")
+            start(
+                tmp_path_factory,
+                "metrics-paths",
+                "--GpuHygieneMetrics.notebook_paths=True",
+                "--GpuHygieneMetrics.idle_minutes=5",
+            )
         )
         yield made
     finally:
@@ -121,6 +126,10 @@ def test_notebook_paths_only_when_configured(servers):
     paths = {labels["kernel_id"]: labels["path"] for labels, _ in found["kernel_info"]}
     assert paths[server.session_kernel] == "runs/train.ipynb"
     assert sorted(paths.values()) == ["", "runs/train.ipynb"]
+    # the configured threshold reaches the panel through gpu-hygiene/kernels
+    status, answer = server.get("gpu-hygiene/kernels")
+    assert status == 200
+    assert answer["idleHolding"] == {"minutes": 5.0, "mib": 256.0}
 
 
 def test_refused_without_the_token(servers):

@@ -140,6 +140,15 @@ describe('parseServerKernels', () => {
     });
     expect(extra.ok && extra.answer.kernels[0]).toEqual(serverKernel());
     expect(parseServerKernels(serverAnswer([], true)).ok).toBe(true);
+    // the idle-holding threshold (issue 25): optional, non-negative
+    const withThreshold = { ...answer, idleHolding: { minutes: 30, mib: 256 } };
+    expect(parseServerKernels(withThreshold)).toEqual({
+      ok: true,
+      answer: withThreshold
+    });
+    expect(
+      parseServerKernels({ ...answer, idleHolding: { minutes: -1, mib: 256 } })
+    ).toEqual({ ok: false, reason: expect.stringMatching(/^idleHolding/) });
   });
 
   it('rejects a malformed answer with the field it failed on', () => {

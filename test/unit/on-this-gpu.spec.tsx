@@ -200,6 +200,41 @@ describe('GpuProcessesTable', () => {
     ).toContain('VRAM');
   });
 
+  it('marks a kernel past the server’s idle-holding threshold (issue 25), only where the server gives one', () => {
+    const table = (idleHolding?: { minutes: number; mib: number }) =>
+      render(
+        <GpuProcessesTable
+          join={join()}
+          device="cuda:0"
+          server={{
+            status: 'ok',
+            answer: { ...answer(), ...(idleHolding ? { idleHolding } : {}) },
+            at: 0
+          }}
+          sort={DEFAULT_GPU_PROCESS_SORT}
+          onSort={() => undefined}
+          onOpen={() => undefined}
+          onShutDown={() => undefined}
+          trans={trans}
+        />
+      ).container;
+    const flagged = (container: HTMLElement) =>
+      Array.from(container.querySelectorAll('[data-idle-holding]')).map(
+        badge => (badge.closest('tr') as HTMLElement).dataset.pid
+      );
+    // k2: idle 25 min, 8 GiB
+    expect(flagged(table({ minutes: 20, mib: 256 }))).toEqual(['2000']);
+    const badge = table({ minutes: 20, mib: 256 }).querySelector(
+      '[data-idle-holding]'
+    ) as HTMLElement;
+    expect(badge.textContent).toBe('idle, holding VRAM');
+    expect(badge.title).toContain('at least 20 min');
+    expect(badge.title).toContain('256.0 MiB');
+    expect(flagged(table({ minutes: 30, mib: 256 }))).toEqual([]); // not idle long enough
+    expect(flagged(table({ minutes: 20, mib: 16384 }))).toEqual([]); // holds less
+    expect(flagged(table())).toEqual([]); // an older server: no threshold
+  });
+
   it('says what is missing: no list yet, no process, container, server without the extension', () => {
     const base = {
       device: 'cuda:0',

@@ -26,7 +26,10 @@ import {
   kernelName,
   kernelStateLabel
 } from '../../analysis/processes/kernel-labels';
-import type { ServerKernelsState } from '../../server-kernel-types';
+import type {
+  IIdleHolding,
+  ServerKernelsState
+} from '../../server-kernel-types';
 import { EmptyState, SortHeader } from './common';
 
 /** Props of {@link GpuProcessesTable}. */
@@ -297,6 +300,25 @@ function ProcessCell(
   }
 }
 
+/**
+ * The server's idle-holding threshold when `row` is a kernel past it: idle at
+ * least its minutes while NVML lists at least its MiB for it (all devices);
+ * else null (not past it, or a server that gives no threshold).
+ */
+export function idleHolding(
+  server: ServerKernelsState,
+  row: IGpuProcessRow
+): IIdleHolding | null {
+  const threshold = server.status === 'ok' ? server.answer.idleHolding : null;
+  const seconds = row.kernel?.idleSeconds ?? null;
+  return threshold &&
+    seconds !== null &&
+    seconds >= threshold.minutes * 60 &&
+    row.total >= threshold.mib * 2 ** 20
+    ? threshold
+    : null;
+}
+
 /** A kernel's state, idle time and Shut down kernel…; nothing for other processes. */
 function StateCell(
   props: IGpuProcessesTableProps & { row: IGpuProcessRow }
@@ -317,6 +339,7 @@ function StateCell(
     kernel.idleSeconds === null
       ? null
       : trans.__('for %1', formatIdle(kernel.idleSeconds));
+  const holding = idleHolding(props.server, row);
   return (
     <div className="jp-GpuHygiene-state">
       <span
@@ -337,6 +360,19 @@ function StateCell(
           }
         >
           {idle}
+        </span>
+      )}
+      {holding && (
+        <span
+          className="jp-GpuHygiene-badge jp-GpuHygiene-badge-idleHolding"
+          data-idle-holding="true"
+          title={trans.__(
+            'Idle at least %1 min while holding at least %2 of VRAM: the server’s threshold (GpuHygieneMetrics.idle_minutes, idle_min_mib), which its gpu-hygiene/metrics exports for an alert or a culler',
+            holding.minutes,
+            formatBytes(holding.mib * 2 ** 20)
+          )}
+        >
+          {trans.__('idle, holding VRAM')}
         </span>
       )}
       {kernel.inServer && (
