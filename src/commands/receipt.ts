@@ -22,55 +22,113 @@ export const RECEIPT_TIMEOUT = 15_000;
 /** How long a receipt toast stays, milliseconds. */
 const RECEIPT_AUTO_CLOSE = 8000;
 
-/**
- * What every holder of `inventory` keeps, bytes on the devices `devices`
- * accepts (all by default): the sum of its roots' `bytes` (the agent counts
- * each storage once, for the first root that reaches it, graphs' saved
- * storages included) but the `hidden` row (models nothing reaches, which a
- * collection during the cell may free), or null without an inventory. A fix
- * frees memory only when no other holder keeps what it let go, so a receipt
- * compares this total before and after the cell, never one holder's figure
- * (which drops when another holder takes over its storages).
- */
-export function heldTotal(
-  inventory: IInventory | null,
-  devices: (device: string) => boolean = () => true
-): number | null {
-  return inventory
-    ? inventory.roots
-        .filter(root => root.kind !== 'hidden')
-        .reduce((sum, root) => sum + sumBytes(root.bytes, devices), 0)
-    : null;
+/** What the holders of an inventory keep, bytes on the devices a receipt counts. */
+export interface IHeld {
+  /**
+   * The roots' bytes but the `hidden` row (models nothing reaches, which a
+   * collection during the cell may free): what the receipt's figures say.
+   */
+  named: number;
+  /**
+   * Everything the inventory accounts for: the roots, `hidden` and the
+   * allocator's bytes no root reaches (`unattributed`). A target that
+   * survives outside the roots moves its bytes from `named` to here.
+   */
+  all: number;
+  /** The walk hit a bound: the figures may miss holders. */
+  truncated: boolean;
 }
 
 /**
- * The inventories `model` sends from now on: `next()` is the first one
- * received since the call (at once if it is already there) or null after
- * `timeout` ms.
+ * What the holders of `inventory` keep ({@link IHeld}) on the devices
+ * `devices` accepts (all by default), or null without an inventory. The agent
+ * counts each storage once, for the first root that reaches it, graphs' saved
+ * storages included.
  */
-export function nextInventory(model: GpuKernelModel): {
-  next: (timeout: number) => Promise<IInventory | null>;
+export function heldBy(
+  inventory: IInventory | null,
+  devices: (device: string) => boolean = () => true
+): IHeld | null {
+  if (!inventory) {
+    return null;
+  }
+  const named = inventory.roots
+    .filter(root => root.kind !== 'hidden')
+    .reduce((sum, root) => sum + sumBytes(root.bytes, devices), 0);
+  const hidden = inventory.roots
+    .filter(root => root.kind === 'hidden')
+    .reduce((sum, root) => sum + sumBytes(root.bytes, devices), 0);
+  return {
+    named,
+    all: named + hidden + sumBytes(inventory.unattributed ?? {}, devices),
+    truncated: inventory.truncated
+  };
+}
+
+/**
+ * What a fix freed, measured: the drop of what the named holders keep, but
+ * never more than the drop of everything the inventories account for (bytes
+ * that moved to a holder the walk does not name, or to no root, were not
+ * freed); null when the figures cannot tell (no inventory, or a truncated one).
+ */
+export function measuredFreed(
+  before: IHeld | null,
+  after: IHeld | null
+): number | null {
+  if (!before || !after || before.truncated || after.truncated) {
+    return null;
+  }
+  return Math.min(before.named - after.named, before.all - after.all);
+}
+
+/**
+ * The inventories `model` sends from now on, in order: `cellInventory(count)`
+ * is the one of the cell that ran as `[count]` (at once if it already came)
+ * and the one received just before it, or null after `timeout` ms. `stop()`
+ * stops listening.
+ */
+export function inventoriesSince(model: GpuKernelModel): {
+  cellInventory: (
+    count: number,
+    timeout: number
+  ) => Promise<{ before: IInventory | null; after: IInventory } | null>;
+  stop: () => void;
 } {
-  let received: IInventory | null = null;
+  const seen: IInventory[] = [];
   let wake: (() => void) | null = null;
   const onInventory = (_: GpuKernelModel, inventory: IInventory) => {
-    received = inventory;
+    seen.push(inventory);
     wake?.();
   };
   model.inventoryChanged.connect(onInventory);
+  const stop = () => {
+    wake = null;
+    model.inventoryChanged.disconnect(onInventory);
+  };
+  const find = (count: number) => {
+    const at = seen.findIndex(i => i.executionCount === count);
+    return at < 0
+      ? null
+      : { before: at > 0 ? seen[at - 1] : null, after: seen[at] };
+  };
   return {
-    next: timeout =>
+    stop,
+    cellInventory: (count, timeout) =>
       new Promise(resolve => {
         const done = () => {
           clearTimeout(timer);
-          model.inventoryChanged.disconnect(onInventory);
-          resolve(received);
+          stop();
+          resolve(find(count));
         };
         const timer = setTimeout(done, timeout);
-        if (received) {
+        if (find(count)) {
           done();
         } else {
-          wake = done;
+          wake = () => {
+            if (find(count)) {
+              done();
+            }
+          };
         }
       })
   };
@@ -94,12 +152,24 @@ export interface IReceipt {
   stillHeld: (after: IInventory) => string | null;
 }
 
+/** The execution count of cell `index` of `panel`'s notebook, once it ran; else null. */
+function executionCountOf(panel: NotebookPanel, index: number): number | null {
+  const cell = panel.content.model?.sharedModel.cells[index] as
+    { execution_count?: number | null } | undefined;
+  const count = cell?.execution_count;
+  return typeof count === 'number' ? count : null;
+}
+
 /**
  * The fix as a transaction: insert `code` (and run it when the `cleanAction`
- * setting says so), then report its measured receipt (see
- * {@link reportReceipt}); the command does not wait for the receipt.
+ * setting says so), then report its measured receipt: the inventory the
+ * agent sent at the end of that very cell (matched by its execution count)
+ * against the one received just before it (so that cells queued ahead of the
+ * fix, or a previous fix, are not counted as its effect). The command does
+ * not wait for the receipt.
  *
  * @returns the index of the inserted cell.
+ * @throws what inserting throws (no notebook model); nothing is reported then.
  */
 export async function insertWithReceipt(
   ctx: ICommandContext,
@@ -109,42 +179,53 @@ export async function insertWithReceipt(
   action: IActionCell,
   receipt: IReceipt
 ): Promise<number> {
+  const { trans } = ctx;
   const ran = ctx.monitor.settings.cleanAction === 'insert-and-run';
-  const before = heldTotal(model?.inventory ?? null, receipt.devices);
-  const inventories = model && ran ? nextInventory(model) : null;
-  const index = await ctx.insert(panel, code, action);
-  void reportReceipt(
-    ctx,
-    receipt,
-    ran,
-    inventories?.next(RECEIPT_TIMEOUT) ?? Promise.resolve(null),
-    before
-  );
+  const start = model?.inventory ?? null;
+  const inventories = model && ran ? inventoriesSince(model) : null;
+  let index: number;
+  try {
+    index = await ctx.insert(panel, code, action);
+  } catch (error) {
+    inventories?.stop();
+    throw error;
+  }
+  if (!ran) {
+    Notification.info(receipt.toRun, { autoClose: 5000 });
+    return index;
+  }
+  const count = executionCountOf(panel, index);
+  if (count === null || !inventories) {
+    // interrupted, an earlier cell failed (the queue stopped), the kernel restarted
+    inventories?.stop();
+    Notification.warning(
+      trans.__('The inserted cell did not run. %1', receipt.toRun),
+      { autoClose: RECEIPT_AUTO_CLOSE }
+    );
+    return index;
+  }
+  void inventories.cellInventory(count, RECEIPT_TIMEOUT).then(found => {
+    if (found) {
+      reportReceipt(ctx, receipt, found.before ?? start, found.after);
+    }
+  });
   return index;
 }
 
 /**
- * After a fix's cell: a warning when the target is still held (and what
- * holds it), a success with the bytes the holders' total dropped by when it
- * dropped, else an info that nothing was freed; an info that the cell still
- * has to be run when it was only inserted. Nothing when no inventory came.
+ * The receipt of a fix's cell from the inventory before it and the one it
+ * ended with: a warning when the target is still held (and what holds it), a
+ * success with the bytes freed ({@link measuredFreed}) when some were, an
+ * info that nothing was freed, or, where the inventories cannot tell (none
+ * before the cell, a walk cut short), that the figure is not measured.
  */
-export async function reportReceipt(
+export function reportReceipt(
   ctx: Pick<ICommandContext, 'trans'>,
   receipt: IReceipt,
-  ran: boolean,
-  inventory: Promise<IInventory | null>,
-  before: number | null
-): Promise<void> {
+  before: IInventory | null,
+  after: IInventory
+): void {
   const { trans } = ctx;
-  if (!ran) {
-    Notification.info(receipt.toRun, { autoClose: 5000 });
-    return;
-  }
-  const after = await inventory;
-  if (!after) {
-    return;
-  }
   const still = receipt.stillHeld(after);
   if (still) {
     Notification.warning(
@@ -157,16 +238,24 @@ export async function reportReceipt(
     );
     return;
   }
-  // measured, never the estimate: what all holders keep, before and after
-  const now = heldTotal(after, receipt.devices);
-  const freed = before !== null && now !== null ? before - now : null;
-  if (freed !== null && freed > 0) {
+  const was = heldBy(before, receipt.devices);
+  const now = heldBy(after, receipt.devices);
+  const freed = measuredFreed(was, now);
+  if (freed === null) {
+    Notification.info(
+      trans.__(
+        '%1; what it freed is not measured: the inventories before and after it are incomplete.',
+        receipt.done
+      ),
+      { autoClose: RECEIPT_AUTO_CLOSE }
+    );
+  } else if (freed > 0) {
     Notification.success(
       trans.__(
         '%1: what the holders keep went from %2 to %3 (the next inventory), %4 freed.',
         receipt.done,
-        formatBytes(before ?? 0),
-        formatBytes(now ?? 0),
+        formatBytes(was!.named),
+        formatBytes(now!.named),
         formatBytes(freed)
       ),
       { autoClose: RECEIPT_AUTO_CLOSE }

@@ -1,5 +1,5 @@
 import { elementsOf, textOf } from './dialog-text';
-import { heldTotal } from '../../src/commands/receipt';
+import { heldBy } from '../../src/commands/receipt';
 import { formatBytes } from '../../src/analysis/format';
 import type { PerDevice } from '../../src/analysis/findings/types';
 import type { IInventory } from '../../src/protocol';
@@ -45,6 +45,11 @@ const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
  * a NotebookPanel for insertCleanCell (insert only, no run); `inserted`
  * records what the commands inserted.
  */
+/** The execution count an inserted cell gets, as if it ran. */
+const RAN_AS = 42;
+/** Whether inserted cells get {@link RAN_AS} (false: as if the run never happened). */
+let cellsRun = true;
+
 function fakePanel() {
   const model = notebookOf(['a', 'b', 'c', 'd']);
   const panel = panelOf(model, 2);
@@ -52,7 +57,10 @@ function fakePanel() {
   const insert = model.sharedModel.insertCell.bind(model.sharedModel);
   model.sharedModel.insertCell = (at: number, cell: any) => {
     inserted.push({ at, source: cell.source, tags: cell.metadata.tags });
-    return insert(at, cell);
+    const created = insert(at, cell);
+    // no kernel here: the cell's run is played by setting its count
+    (created as any).execution_count = cellsRun ? RAN_AS : null;
+    return created;
   };
   return { panel, inserted, notebook: model };
 }
@@ -294,6 +302,7 @@ describe('fix a graph holder (VRAM panel, toast)', () => {
     ).toBe(true);
     const after = c08Inventory();
     after.seq = 99;
+    after.executionCount = RAN_AS; // the detach cell's own inventory
     after.graphs = [];
     after.roots[0] = { ...after.roots[0], bytes: { 'cuda:0': left } };
     if (takenOver > 0) {
@@ -641,18 +650,24 @@ describe('every fix has a measured receipt (issue 28, item 1)', () => {
     id: string,
     args: Record<string, unknown>,
     after: IInventory,
-    answer: Record<string, unknown> = { accept: true, actions: [] }
+    answer: Record<string, unknown> = { accept: true, actions: [] },
+    queued: IInventory[] = []
   ): Promise<string[]> {
     const { commands, model } = setup('insert-and-run');
     model.apply(before);
     (showDialog as jest.Mock).mockResolvedValue({ button: answer });
     expect(await commands.execute(id, { kernelId: 'k1', ...args })).toBe(true);
-    model.apply({ ...after, seq: 99 });
+    // the inventories of cells that ran before the fix's, then its own
+    queued.forEach((inventory, i) =>
+      model.apply({ ...inventory, seq: 50 + i, executionCount: 40 + i })
+    );
+    model.apply({ ...after, seq: 99, executionCount: RAN_AS });
     await new Promise(resolve => setTimeout(resolve, 0));
     return Notification.manager.notifications.map(n => n.message);
   }
 
-  const total = (inventory: IInventory) => formatBytes(heldTotal(inventory)!);
+  const total = (inventory: IInventory) =>
+    formatBytes(heldBy(inventory)!.named);
 
   it('Delete Variable…: the bytes the holders’ total dropped by', async () => {
     const before = withResults();
@@ -734,6 +749,79 @@ describe('every fix has a measured receipt (issue 28, item 1)', () => {
     ).toEqual([
       'Dropped the finished trainer of model, but model.trainer still holds 18.0 MiB (the next inventory): the VRAM panel shows what is left.'
     ]);
+  });
+
+  it('bytes that moved to no named holder (unattributed, hidden) were not freed', async () => {
+    const after = c01Inventory();
+    after.unattributed = { 'cuda:0': 36 * MiB }; // e.g. an lru_cache of a module keeps it
+    expect(
+      await receipt(
+        withResults(),
+        CommandIDs.deleteVariable,
+        { name: 'results' },
+        after
+      )
+    ).toEqual([
+      'Deleted results; the next inventory shows no memory freed by it: another holder keeps what it let go (the VRAM panel says which).'
+    ]);
+  });
+
+  it('a cell queued ahead of the fix is not counted as its effect', async () => {
+    // cell [40] (before the fix) drops 1 GiB held by `big`; the fix frees 36 MiB
+    const before = withResults();
+    before.roots.push({
+      kind: 'variable',
+      name: 'big',
+      bytes: { 'cuda:0': 1024 * MiB },
+      models: 0,
+      tensors: 1
+    });
+    const messages = await receipt(
+      before,
+      CommandIDs.deleteVariable,
+      { name: 'results' },
+      c01Inventory(),
+      { accept: true, actions: [] },
+      [withResults()]
+    );
+    expect(messages).toHaveLength(1);
+    expect(messages[0]).toMatch(/, 36\.0 MiB freed\.$/);
+  });
+
+  it('a walk cut short: no figure claimed', async () => {
+    const after = { ...c01Inventory(), truncated: true };
+    expect(
+      await receipt(
+        withResults(),
+        CommandIDs.deleteVariable,
+        { name: 'results' },
+        after
+      )
+    ).toEqual([
+      'Deleted results; what it freed is not measured: the inventories before and after it are incomplete.'
+    ]);
+  });
+
+  it('a cell that did not run (interrupted, queue stopped, kernel restarted) is said, with no receipt', async () => {
+    cellsRun = false;
+    try {
+      const { commands, model } = setup('insert-and-run');
+      model.apply(withResults());
+      (showDialog as jest.Mock).mockResolvedValue({
+        button: { accept: true, actions: [] }
+      });
+      await commands.execute(CommandIDs.deleteVariable, {
+        kernelId: 'k1',
+        name: 'results'
+      });
+      model.apply({ ...c01Inventory(), seq: 99, executionCount: 7 });
+      await new Promise(resolve => setTimeout(resolve, 0));
+      expect(Notification.manager.notifications.map(n => n.message)).toEqual([
+        'The inserted cell did not run. Run the inserted cell to delete results.'
+      ]);
+    } finally {
+      cellsRun = true;
+    }
   });
 
   it('nothing freed (another holder took the bytes over): no "freed" claim', async () => {
