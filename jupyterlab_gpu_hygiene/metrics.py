@@ -19,8 +19,9 @@ Metrics (gauges; bytes and seconds, as Prometheus names them):
 - ``jupyter_gpu_hygiene_kernel_info`` {kernel_id, kernel_name, execution_state[, path]}: 1;
   ``path`` (the notebook) only when ``GpuHygieneMetrics.notebook_paths`` is on (off by default,
   for privacy) and the user may read ``/api/sessions``;
-- ``jupyter_gpu_hygiene_kernel_idle_seconds`` {kernel_id}: since its last activity, 0 while
-  busy (jupyter_server's culler counts idle time the same way);
+- ``jupyter_gpu_hygiene_kernel_idle_seconds`` {kernel_id}: since the kernel last ran code, 0
+  while busy (``ExecutionActivity``: not jupyter_server's ``last_activity``, which the agent's
+  samples keep fresh);
 - ``jupyter_gpu_hygiene_kernel_vram_bytes`` {kernel_id, device, uuid, mig}: what NVML lists for
   the kernel's process on that device (a MIG slice is a device of its own, ``mig="1"``);
 - ``jupyter_gpu_hygiene_kernel_idle_holding_vram`` {kernel_id}: 1 when the kernel has been idle
@@ -33,11 +34,14 @@ a request without a token is refused (403), as every API request is.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from jupyter_client.session import Session
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -46,7 +50,7 @@ from tornado import web
 from traitlets import Bool, Float
 from traitlets.config import Configurable
 
-from .server import AUTH_RESOURCE, _maybe_await, kernels_answer
+from .server import AUTH_RESOURCE, _maybe_await, is_gateway, kernels_answer
 
 #: The route, under the server's ``base_url``.
 ROUTE = ("gpu-hygiene", "metrics")
@@ -198,11 +202,80 @@ def _device(nvml: Any, handle: Any, index: str, mig: bool) -> Device:
     )
 
 
-def _idle_seconds(row: dict, now: float) -> float:
-    """Seconds since the kernel's last activity unless it is busy (0), as jupyter_server's own
-    culler counts it (``cull_idle_timeout``: a kernel that is not busy is idle; one nobody
-    connected to since its start stays ``starting`` there)."""
-    if row.get("executionState") == "busy" or not row.get("lastActivity"):
+class ExecutionActivity:
+    """When each local kernel last ran code: the time of its last IOPub ``status`` message in
+    reply to an ``execute_request`` (a cell, silent ones included), watched on its own IOPub
+    stream (as jupyter_server's ``start_watching_activity`` watches it).
+
+    jupyter_server's ``last_activity`` is not used for idle time: every IOPub message counts
+    there, ``comm_msg`` included, and the agent's comm sends a sample every second while a
+    notebook is open, so that figure never ages. ``watch`` starts watching the kernels it is
+    given (from the first scrape, and every ``poll_s`` from ``start``), ``forget`` drops those
+    that are gone; a kernel is counted from when its watch began until it first runs code.
+    """
+
+    def __init__(self, clock=time.time) -> None:
+        self._clock = clock
+        #: kernel id -> [IOPub stream, time of the last execution or of the watch's start]
+        self._watched: dict[str, list] = {}
+
+    def last_execution(self, kernel_id: str) -> float | None:
+        """Epoch seconds of the kernel's last execution (or of its watch's start), or None when
+        it is not watched (a gateway kernel, one that could not be watched)."""
+        entry = self._watched.get(kernel_id)
+        return None if entry is None else entry[1]
+
+    def watch(self, kernel_manager: Any, kernel_ids: list[str]) -> None:
+        """Watch every kernel of ``kernel_ids`` not watched yet; stop watching the others."""
+        if is_gateway(kernel_manager):
+            return
+        for kernel_id in list(self._watched):
+            if kernel_id not in kernel_ids:
+                self.forget(kernel_id)
+        for kernel_id in kernel_ids:
+            if kernel_id in self._watched:
+                continue
+            try:
+                kernel = kernel_manager.get_kernel(kernel_id)
+                stream = kernel.connect_iopub()
+                session = Session(config=kernel.session.config, key=kernel.session.key)
+            except Exception:  # shut down meanwhile, or no IOPub to connect to
+                continue
+            entry = [stream, self._clock()]
+            self._watched[kernel_id] = entry
+            stream.on_recv(self._recorder(entry, session))
+
+    def _recorder(self, entry: list, session: Any):
+        def record(msg_list: list) -> None:
+            try:
+                _idents, parts = session.feed_identities(msg_list)
+                msg = session.deserialize(parts, content=False)
+            except Exception:  # not a message of this session
+                return
+            parent = msg.get("parent_header") or {}
+            if msg["header"].get("msg_type") == "status" and (
+                parent.get("msg_type") == "execute_request"
+            ):
+                entry[1] = self._clock()
+
+        return record
+
+    def forget(self, kernel_id: str) -> None:
+        """Stop watching ``kernel_id`` and close its stream."""
+        entry = self._watched.pop(kernel_id, None)
+        if entry is not None:
+            with contextlib.suppress(Exception):  # already closed with its kernel
+                entry[0].close()
+
+
+def _idle_seconds(row: dict, now: float, last_execution: float | None) -> float:
+    """Seconds since the kernel last ran code (``ExecutionActivity``), 0 while it is busy; a
+    kernel not watched (behind a gateway) falls back to jupyter_server's ``last_activity``."""
+    if row.get("executionState") == "busy":
+        return 0.0
+    if last_execution is not None:
+        return max(0.0, now - last_execution)
+    if not row.get("lastActivity"):
         return 0.0
     try:
         last = datetime.datetime.fromisoformat(str(row["lastActivity"]).replace("Z", "+00:00"))
@@ -214,7 +287,11 @@ def _idle_seconds(row: dict, now: float) -> float:
 
 
 def metric_families(
-    answer: dict, reading: NvmlReading, settings: GpuHygieneMetrics, now: float
+    answer: dict,
+    reading: NvmlReading,
+    settings: GpuHygieneMetrics,
+    now: float,
+    activity: ExecutionActivity | None = None,
 ) -> list[GaugeMetricFamily]:
     """The endpoint's gauges for ``answer`` (``server.kernels_answer``: sessions listed only
     where their paths may be shown) and one NVML ``reading``, at ``now`` (epoch seconds)."""
@@ -240,7 +317,7 @@ def metric_families(
     )
     idle = GaugeMetricFamily(
         PREFIX + "kernel_idle_seconds",
-        "Seconds since the kernel's last activity; 0 while it is busy.",
+        "Seconds since the kernel last ran code (an execute request); 0 while it is busy.",
         labels=["kernel_id"],
     )
     vram = GaugeMetricFamily(
@@ -267,13 +344,14 @@ def metric_families(
         info.add_metric(
             [kernel_id, row.get("name") or "", row.get("executionState") or "unknown", paths], 1
         )
-        seconds = _idle_seconds(row, now)
+        seconds = _idle_seconds(row, now, activity.last_execution(kernel_id) if activity else None)
         idle.add_metric([kernel_id], seconds)
         held = 0
         pid = row.get("pid")
         for device in reading.devices:
-            if pid is not None and pid in device.processes:
-                figure = device.processes[pid] or 0
+            if pid is not None and device.processes.get(pid) is not None:
+                # listed without a figure (None: some drivers, MIG without privileges): no sample
+                figure = device.processes[pid]
                 held += figure
                 labels = [kernel_id, device.index, device.uuid, "1" if device.mig else "0"]
                 vram.add_metric(labels, figure)
@@ -317,7 +395,11 @@ class GpuHygieneMetricsHandler(APIHandler):
             self.authorizer.is_authorized(self, self.current_user, "read", "sessions")
         )
         answer = await kernels_answer(self.kernel_manager, self.session_manager if paths else None)
-        body = exposition(metric_families(answer, nvml.read(), settings, time.time()))
+        activity: ExecutionActivity = self.settings["gpu_hygiene_activity"]
+        activity.watch(self.kernel_manager, [k["id"] for k in answer["kernels"]])
+        # NVML calls may take a while (a GPU without persistence mode): off the event loop
+        reading = await asyncio.get_running_loop().run_in_executor(None, nvml.read)
+        body = exposition(metric_families(answer, reading, settings, time.time(), activity))
         self.set_header("Content-Type", CONTENT_TYPE_LATEST)
         self.set_header("Cache-Control", "no-store")
         self.finish(body)

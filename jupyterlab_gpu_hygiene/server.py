@@ -25,7 +25,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.gateway.managers import GatewayMappingKernelManager
 from jupyter_server.utils import url_path_join
-from tornado import web
+from tornado import ioloop, web
 
 #: The route, under the server's ``base_url``.
 ROUTE = ("gpu-hygiene", "kernels")
@@ -155,6 +155,18 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     base_url = web_app.settings["base_url"]
     web_app.settings["gpu_hygiene_metrics"] = metrics.GpuHygieneMetrics(parent=serverapp)
     web_app.settings["gpu_hygiene_nvml"] = metrics.Nvml()
+    activity = metrics.ExecutionActivity()
+    web_app.settings["gpu_hygiene_activity"] = activity
+    # the kernels are watched from their start, not from the first scrape: every 10 s
+    kernel_manager = serverapp.kernel_manager
+
+    def watch_kernels() -> None:
+        try:
+            activity.watch(kernel_manager, list(kernel_manager.list_kernel_ids()))
+        except Exception as error:  # never let the watch stop the server
+            serverapp.log.debug("jupyterlab_gpu_hygiene: kernel watch failed: %s", error)
+
+    ioloop.PeriodicCallback(watch_kernels, 10_000).start()
     web_app.add_handlers(
         ".*$",
         [

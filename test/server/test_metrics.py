@@ -120,6 +120,52 @@ def test_idle_seconds_grow_while_the_kernel_is_idle(servers):
         assert later[kernel_id] >= first[kernel_id] + 1.0
 
 
+CHATTER = """
+import threading, time
+from ipykernel.comm import Comm
+_chat = Comm(target_name="gpu-hygiene-test-chatter")
+def _chatter():
+    while True:
+        _chat.send({"t": time.time()})
+        time.sleep(0.2)
+threading.Thread(target=_chatter, daemon=True).start()
+"""
+
+
+def test_idle_counts_code_runs_not_comm_traffic(servers):
+    """A comm that sends from a thread every 0.2 s, as the agent's sampler does every second:
+    jupyter_server's last_activity stays fresh, the kernel's idle time still grows, and running
+    a cell resets it."""
+    from jupyter_client import BlockingKernelClient
+
+    server = servers[0]
+    kernel_id = server.plain["id"]
+    scrape(server)  # watched from here at the latest
+    client = BlockingKernelClient()
+    client.load_connection_file(str(server.info / f"kernel-{kernel_id}.json"))
+    client.start_channels()
+    try:
+        reply = client.execute_interactive(CHATTER, timeout=30)
+        assert reply["content"]["status"] == "ok"
+        time.sleep(3)
+
+        def idle():
+            found = samples(scrape(server)[1])
+            return {labels["kernel_id"]: v for labels, v in found["kernel_idle_seconds"]}[kernel_id]
+
+        status, model = server.get(f"api/kernels/{kernel_id}")
+        assert status == 200
+        last = datetime.datetime.fromisoformat(model["last_activity"].replace("Z", "+00:00"))
+        age = datetime.datetime.now(datetime.timezone.utc) - last
+        assert age.total_seconds() < 1.0  # the comm's messages count there
+        assert idle() >= 2.5  # not here
+        reply = client.execute_interactive("1 + 1", timeout=30)
+        assert reply["content"]["status"] == "ok"
+        assert idle() < 1.5
+    finally:
+        client.stop_channels()
+
+
 def test_notebook_paths_only_when_configured(servers):
     server = servers[1]
     found = samples(scrape(server)[1])
