@@ -12,8 +12,9 @@ Baseline, measured in the same run: ``prometheus_client.generate_latest`` of the
 registry (what jupyter_server's own ``/metrics`` serializes, with this process's metrics).
 
 Prints per-scrape time (median, p95, in ms), the ratio to the baseline, and the share of one CPU
-core at Prometheus' default scrape interval (60 s) and at a common 15 s. The issue's budget:
-under 1 % of a core with 50 kernels.
+core at Prometheus' default scrape interval (60 s) and at a common 15 s; then the cost of the
+execution watch between scrapes (one IOPub message's header read per agent sample: one a second
+per kernel). The issue's budget: under 1 % of a core with 50 kernels.
 
 Usage: ``python bench/metrics.py [--kernels 50] [--gpus 8] [--others 4] [--scrapes 2000]``.
 """
@@ -28,9 +29,11 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from jupyter_client.session import Session
 from prometheus_client import REGISTRY, generate_latest
 
 from jupyterlab_gpu_hygiene.metrics import (
+    ExecutionActivity,
     GpuHygieneMetrics,
     Nvml,
     exposition,
@@ -147,6 +150,21 @@ def main(argv=None):
             f"  share of one core at a {interval} s scrape interval: "
             f"{100 * med / interval:.4f} % (budget 1 %)"
         )
+
+    # Between scrapes: ExecutionActivity reads each IOPub message of every kernel (its header
+    # only), as jupyter_server's own activity watch does. A kernel with the agent's comm open
+    # sends one sample a second: 50 kernels, 50 messages a second.
+    session = Session(key=b"bench")
+    message = session.msg("comm_msg", {"comm_id": "c", "data": {"t": 0}})
+    frames = session.serialize(message)
+    activity = ExecutionActivity()
+    record = activity._recorder([None, 0.0], session)
+    per_message = statistics.median(timed(lambda: record(frames), args.scrapes * 10))
+    print(
+        f"  between scrapes, one IOPub message read: median {per_message * 1e6:.1f} us; "
+        f"{args.kernels} kernels sending one sample a second: "
+        f"{100 * per_message * args.kernels:.4f} % of one core"
+    )
     return 0
 
 
