@@ -11,7 +11,8 @@
 import { Notification } from '@jupyterlab/apputils';
 import type { NotebookPanel } from '@jupyterlab/notebook';
 import type { IActionCell } from '../action-cells';
-import { formatBytes, sumBytes } from '../analysis/format';
+import { fitText, formatBytes, sumBytes } from '../analysis/format';
+import { withNotebook } from '../notifications/text';
 import type { GpuKernelModel } from '../model';
 import type { IInventory } from '../protocol';
 import type { ICommandContext } from './context';
@@ -204,9 +205,10 @@ export async function insertWithReceipt(
     );
     return index;
   }
+  const notebook = panel.title?.label || null;
   void inventories.cellInventory(count, RECEIPT_TIMEOUT).then(found => {
     if (found) {
-      reportReceipt(ctx, receipt, found.before ?? start, found.after);
+      reportReceipt(ctx, receipt, found.before ?? start, found.after, notebook);
     }
   });
   return index;
@@ -223,16 +225,24 @@ export function reportReceipt(
   ctx: Pick<ICommandContext, 'trans'>,
   receipt: IReceipt,
   before: IInventory | null,
-  after: IInventory
+  after: IInventory,
+  notebook: string | null = null
 ): void {
   const { trans } = ctx;
+  // within a toast's 140 characters, shorter wordings first dropping the
+  // explanation, the notebook named in front like every other toast
+  const fit = (...candidates: string[]) =>
+    withNotebook(notebook, fitText(candidates), trans);
   const still = receipt.stillHeld(after);
   if (still) {
     Notification.warning(
-      trans.__(
-        '%1, but %2 (the next inventory): the VRAM panel shows what is left.',
-        receipt.done,
-        still
+      fit(
+        trans.__(
+          '%1, but %2 (the next inventory): the VRAM panel shows what is left.',
+          receipt.done,
+          still
+        ),
+        trans.__('%1, but %2.', receipt.done, still)
       ),
       { autoClose: RECEIPT_AUTO_CLOSE }
     );
@@ -243,28 +253,45 @@ export function reportReceipt(
   const freed = measuredFreed(was, now);
   if (freed === null) {
     Notification.info(
-      trans.__(
-        '%1; what it freed is not measured: the inventories before and after it are incomplete.',
-        receipt.done
+      fit(
+        trans.__(
+          '%1; what it freed is not measured: the inventories before and after it are incomplete.',
+          receipt.done
+        ),
+        trans.__('%1; what it freed is not measured.', receipt.done)
       ),
       { autoClose: RECEIPT_AUTO_CLOSE }
     );
   } else if (freed > 0) {
     Notification.success(
-      trans.__(
-        '%1: what the holders keep went from %2 to %3 (the next inventory), %4 freed.',
-        receipt.done,
-        formatBytes(was!.named),
-        formatBytes(now!.named),
-        formatBytes(freed)
+      fit(
+        trans.__(
+          '%1: what the holders keep went from %2 to %3 (the next inventory), %4 freed.',
+          receipt.done,
+          formatBytes(was!.named),
+          formatBytes(now!.named),
+          formatBytes(freed)
+        ),
+        trans.__(
+          '%1: %2 freed (the next inventory).',
+          receipt.done,
+          formatBytes(freed)
+        )
       ),
       { autoClose: RECEIPT_AUTO_CLOSE }
     );
   } else {
     Notification.info(
-      trans.__(
-        '%1; the next inventory shows no memory freed by it: another holder keeps what it let go (the VRAM panel says which).',
-        receipt.done
+      fit(
+        trans.__(
+          '%1; the next inventory shows no memory freed by it: another holder keeps what it let go (the VRAM panel says which).',
+          receipt.done
+        ),
+        trans.__(
+          '%1; no memory freed: another holder keeps it (the VRAM panel says which).',
+          receipt.done
+        ),
+        trans.__('%1; no memory freed.', receipt.done)
       ),
       { autoClose: RECEIPT_AUTO_CLOSE }
     );

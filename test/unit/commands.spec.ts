@@ -264,19 +264,19 @@ describe('fix a graph holder (VRAM panel, toast)', () => {
       'nothing freed (another holder keeps the graphs): no "freed" claim',
       2 ** 30,
       0,
-      'Detached the tensors in val_losses; the next inventory shows no memory freed by it: another holder keeps what it let go (the VRAM panel says which).'
+      'Detached the tensors in val_losses; no memory freed: another holder keeps it (the VRAM panel says which).'
     ],
     [
       'models nothing reaches went meanwhile (a collection): never counted as freed',
       2 ** 30,
       -(512 * 2 ** 20), // the hidden row, 512 MiB before, gone after
-      'Detached the tensors in val_losses; the next inventory shows no memory freed by it: another holder keeps what it let go (the VRAM panel says which).'
+      'Detached the tensors in val_losses; no memory freed: another holder keeps it (the VRAM panel says which).'
     ],
     [
       'the variable drops but a displayed output now counts the graphs: no "freed" claim',
       64 * 2 ** 20,
       960 * 2 ** 20,
-      'Detached the tensors in val_losses; the next inventory shows no memory freed by it: another holder keeps what it let go (the VRAM panel says which).'
+      'Detached the tensors in val_losses; no memory freed: another holder keeps it (the VRAM panel says which).'
     ]
   ])('inserted and run, %s', async (_case, left, takenOver, told) => {
     const { commands, model } = setup('insert-and-run');
@@ -663,7 +663,10 @@ describe('every fix has a measured receipt (issue 28, item 1)', () => {
     );
     model.apply({ ...after, seq: 99, executionCount: RAN_AS });
     await new Promise(resolve => setTimeout(resolve, 0));
-    return Notification.manager.notifications.map(n => n.message);
+    const messages = Notification.manager.notifications.map(n => n.message);
+    // composed to fit a toast, never cut by JupyterLab
+    messages.forEach(m => expect(m.length).toBeLessThanOrEqual(140));
+    return messages;
   }
 
   const total = (inventory: IInventory) =>
@@ -719,7 +722,7 @@ describe('every fix has a measured receipt (issue 28, item 1)', () => {
       withResults({ cpu: 24 * MiB, 'cuda:0': 12 * MiB })
     );
     expect(messages).toEqual([
-      'Moved the CUDA tensors of results to the CPU, but results still holds 12.0 MiB of VRAM (the next inventory): the VRAM panel shows what is left.'
+      'Moved the CUDA tensors of results to the CPU, but results still holds 12.0 MiB of VRAM.'
     ]);
   });
 
