@@ -195,10 +195,13 @@ export async function insertWithReceipt(
     Notification.info(receipt.toRun, { autoClose: 5000 });
     return index;
   }
+  if (!inventories) {
+    return index; // no kernel model to read the inventories of: no receipt
+  }
   const count = executionCountOf(panel, index);
-  if (count === null || !inventories) {
+  if (count === null) {
     // interrupted, an earlier cell failed (the queue stopped), the kernel restarted
-    inventories?.stop();
+    inventories.stop();
     Notification.warning(
       trans.__('The inserted cell did not run. %1', receipt.toRun),
       { autoClose: RECEIPT_AUTO_CLOSE }
