@@ -15,6 +15,7 @@
 
 import datetime
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -287,7 +288,8 @@ def test_the_browser_shows_the_replayed_session(recorded, replayed, views):
         }
     )
     assert shown["dropped"] == []
-    assert shown["gauge"]["text"].startswith("No GPU · 2 models (")
+    # the kernel process's resident RAM where the agent sends it (0.12.0), else the models' RAM
+    assert re.fullmatch(r"No GPU · 2 models( · \S+ \S+ RAM| \(.+ RAM\))", shown["gauge"]["text"])
     tooltip = "\n".join(shown["gauge"]["tooltip"])
     assert f"VRAM not measurable: {hello['nvmlError']}" in tooltip
     assert "Live models: 2 (1 stale)" in tooltip
