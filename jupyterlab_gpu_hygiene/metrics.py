@@ -235,15 +235,19 @@ class ExecutionActivity:
         for kernel_id in kernel_ids:
             if kernel_id in self._watched:
                 continue
+            stream = None
             try:
                 kernel = kernel_manager.get_kernel(kernel_id)
-                stream = kernel.connect_iopub()
                 session = Session(config=kernel.session.config, key=kernel.session.key)
-            except Exception:  # shut down meanwhile, or no IOPub to connect to
+                stream = kernel.connect_iopub()
+                entry = [stream, self._clock()]
+                stream.on_recv(self._recorder(entry, session))  # a ZMQStream (jupyter_server's)
+            except Exception:  # shut down meanwhile, no IOPub, or a socket without on_recv
+                if stream is not None:
+                    with contextlib.suppress(Exception):
+                        stream.close()
                 continue
-            entry = [stream, self._clock()]
             self._watched[kernel_id] = entry
-            stream.on_recv(self._recorder(entry, session))
 
     def _recorder(self, entry: list, session: Any):
         def record(msg_list: list) -> None:

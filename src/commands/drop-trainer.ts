@@ -52,7 +52,7 @@ function confirmDrop(
   return ctx.confirm(
     trans.__('Drop the finished trainer of %1?', asCode(name)),
     trans.__(
-      'A cell setting "%1.trainer = None" is inserted below the active cell: it frees %2 (%3) and keeps %1, which still predicts, validates and exports. A new %1.train() builds a new trainer.',
+      'A cell setting "%1.trainer = None" is inserted below the active cell: the trainer keeps %2 (%3), freed unless something else holds it, and %1 stays, still predicting, validating and exporting. The toast after the cell says what was freed. A new %1.train() builds a new trainer.',
       asCode(name),
       formatBytes(bytes),
       describeHoldings(held, trans)

@@ -188,7 +188,7 @@ async function askMove(
     ),
     body: confirmBody(
       trans.__(
-        'A cell is inserted below the active cell that replaces the CUDA tensors in %1 (the tensor itself, or those in its list, dict or tuple) by CPU copies (tensor.cpu()), or moves the model it names to the CPU (model.cpu()): the values stay, %2 of VRAM is freed. Or delete %1 if you no longer need it.',
+        'A cell is inserted below the active cell that replaces the CUDA tensors in %1 (the tensor itself, or those in its list, dict or tuple) by CPU copies (tensor.cpu()), or moves the model it names to the CPU (model.cpu()): the values stay; %1 alone keeps %2 of VRAM, freed unless something else holds it (the toast after the cell says what was). Or delete %1 if you no longer need it.',
         name,
         formatBytes(sumBytes(aloneOf(root)))
       ) +

@@ -361,7 +361,7 @@ test('CUDA-only findings (synthetic inventory): shared bytes, fragmented cache, 
 
   await tensors.getByRole('button', { name: 'Move to CPU…' }).click();
   const dialog = page.locator('.jp-Dialog');
-  await expect(dialog).toContainText('64.0 MiB of VRAM is freed');
+  await expect(dialog).toContainText('keeps 64.0 MiB of VRAM, freed unless');
   await expect(dialog).toContainText('32.0 MiB more is shared with last');
   await dialog.getByRole('button', { name: 'Cancel' }).click();
   await expect(dialog).toHaveCount(0);
