@@ -95,7 +95,7 @@ test-unit: $(STAMP)/node $(STAMP)/venv
 # The real-kernel tests run in PYTEST_WORKERS processes (pytest-xdist; each test starts its own
 # kernel, so they are independent); worksteal hands a finished worker the next test of a slow one's
 # share (the two 60-second busy cells of test_busy_cell.py end on different workers).
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 PYTEST_PARALLEL := $(if $(filter-out 0 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist worksteal)
 
 test-agent: $(STAMP)/venv $(STAMP)/node

@@ -79,6 +79,21 @@ class GpuHygieneMetrics(Configurable):
         config=True,
         help="The VRAM (MiB, all devices) an idle kernel must hold to be flagged.",
     )
+    cull_idle_holding = Bool(
+        False,
+        config=True,
+        help="Shut down every kernel flagged by jupyter_gpu_hygiene_kernel_idle_holding_vram "
+        "(idle at least idle_minutes by the server's own watch of its execute requests, "
+        "holding at least idle_min_mib of VRAM), checked every cull_interval_s. "
+        "jupyter_server's cull_idle_timeout cannot see such a kernel as idle: the agent's "
+        "samples count as activity there.",
+    )
+    cull_interval_s = Float(
+        60.0,
+        min=1.0,
+        config=True,
+        help="How often (seconds) cull_idle_holding looks for kernels to shut down.",
+    )
 
 
 @dataclass
@@ -348,24 +363,91 @@ def metric_families(
         info.add_metric(
             [kernel_id, row.get("name") or "", row.get("executionState") or "unknown", paths], 1
         )
-        seconds = _idle_seconds(row, now, activity.last_execution(kernel_id) if activity else None)
-        idle.add_metric([kernel_id], seconds)
-        held = 0
-        pid = row.get("pid")
-        for device in reading.devices:
-            if pid is not None and device.processes.get(pid) is not None:
-                # listed without a figure (None: some drivers, MIG without privileges): no sample
-                figure = device.processes[pid]
-                held += figure
-                labels = [kernel_id, device.index, device.uuid, "1" if device.mig else "0"]
-                vram.add_metric(labels, figure)
-        flagged.add_metric(
-            [kernel_id],
-            1
-            if seconds >= settings.idle_minutes * 60 and held >= settings.idle_min_mib * 2**20
-            else 0,
-        )
+        state = kernel_state(row, reading, settings, now, activity)
+        idle.add_metric([kernel_id], state.idle_seconds)
+        for device, figure in state.vram:
+            labels = [kernel_id, device.index, device.uuid, "1" if device.mig else "0"]
+            vram.add_metric(labels, figure)
+        flagged.add_metric([kernel_id], 1 if state.idle_holding else 0)
     return [nvml, total, used, info, idle, vram, flagged]
+
+
+@dataclass
+class KernelState:
+    """One kernel as the metrics and the culler see it."""
+
+    #: Seconds since it last ran code (0 while busy).
+    idle_seconds: float
+    #: (device, bytes) for each device where NVML lists its pid with a figure.
+    vram: list[tuple[Device, int]]
+    #: Idle at least ``idle_minutes`` and holding at least ``idle_min_mib`` (all devices).
+    idle_holding: bool
+
+
+def kernel_state(
+    row: dict,
+    reading: NvmlReading,
+    settings: GpuHygieneMetrics,
+    now: float,
+    activity: ExecutionActivity | None = None,
+) -> KernelState:
+    """The ``KernelState`` of the kernel ``row`` (a row of ``server.kernels_answer``) at ``now``
+    (epoch seconds), from one NVML ``reading``."""
+    kernel_id = row["id"]
+    seconds = _idle_seconds(row, now, activity.last_execution(kernel_id) if activity else None)
+    pid = row.get("pid")
+    vram = [
+        (device, device.processes[pid])
+        for device in reading.devices
+        # listed without a figure (None: some drivers, MIG without privileges): no sample
+        if pid is not None and device.processes.get(pid) is not None
+    ]
+    held = sum(figure for _device, figure in vram)
+    return KernelState(
+        seconds,
+        vram,
+        seconds >= settings.idle_minutes * 60 and held >= settings.idle_min_mib * 2**20,
+    )
+
+
+async def cull_idle_holding(
+    kernel_manager: Any,
+    nvml: Nvml,
+    settings: GpuHygieneMetrics,
+    activity: ExecutionActivity,
+    log: Any,
+) -> list[str]:
+    """Shut down every local kernel of ``kernel_manager`` that ``kernel_state`` flags as idle
+    and holding VRAM (``GpuHygieneMetrics.cull_idle_holding``); returns their ids. Each one is
+    logged at warning level with its idle minutes and VRAM. A kernel that fails to shut down is
+    logged and left; nothing raises."""
+    if is_gateway(kernel_manager):
+        return []
+    answer = await kernels_answer(kernel_manager, None)
+    activity.watch(kernel_manager, [k["id"] for k in answer["kernels"]])
+    reading = await asyncio.get_running_loop().run_in_executor(None, nvml.read)
+    now = time.time()
+    culled = []
+    for row in answer["kernels"]:
+        state = kernel_state(row, reading, settings, now, activity)
+        if not state.idle_holding:
+            continue
+        held = sum(figure for _device, figure in state.vram)
+        log.warning(
+            "jupyterlab_gpu_hygiene: culling kernel %s: idle %.1f min, holding %.0f MiB of VRAM "
+            "(GpuHygieneMetrics.cull_idle_holding)",
+            row["id"],
+            state.idle_seconds / 60,
+            held / 2**20,
+        )
+        try:
+            await _maybe_await(kernel_manager.shutdown_kernel(row["id"]))
+        except Exception as error:  # gone meanwhile, or its shutdown failed
+            log.warning("jupyterlab_gpu_hygiene: culling kernel %s failed: %s", row["id"], error)
+            continue
+        activity.forget(row["id"])
+        culled.append(row["id"])
+    return culled
 
 
 class _Families:

@@ -167,6 +167,26 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
             serverapp.log.debug("jupyterlab_gpu_hygiene: kernel watch failed: %s", error)
 
     ioloop.PeriodicCallback(watch_kernels, 10_000).start()
+    settings = web_app.settings["gpu_hygiene_metrics"]
+    if settings.cull_idle_holding:
+        nvml = web_app.settings["gpu_hygiene_nvml"]
+
+        async def cull() -> None:
+            try:
+                await metrics.cull_idle_holding(
+                    kernel_manager, nvml, settings, activity, serverapp.log
+                )
+            except Exception as error:  # never let the culler stop the server
+                serverapp.log.warning("jupyterlab_gpu_hygiene: culler failed: %s", error)
+
+        ioloop.PeriodicCallback(cull, settings.cull_interval_s * 1000).start()
+        serverapp.log.info(
+            "jupyterlab_gpu_hygiene: culling kernels idle %g min holding %g MiB of VRAM, "
+            "every %g s",
+            settings.idle_minutes,
+            settings.idle_min_mib,
+            settings.cull_interval_s,
+        )
     web_app.add_handlers(
         ".*$",
         [

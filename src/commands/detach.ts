@@ -58,13 +58,13 @@ function confirmDetach(
     trans.__('Detach the tensors in %1?', asCode(graph.name)),
     (isOutputGraph(graph)
       ? trans.__(
-          "A cell is inserted below the active cell that gives IPython's names of the displayed output %1 (%2) the same value with its autograd graphs (%3) dropped (tensor.detach()). You can no longer call backward() through it. Next time evaluate under torch.no_grad(), or show loss.item().",
+          "A cell is inserted below the active cell that gives IPython's names of the displayed output %1 (%2) the same value without its autograd graphs (tensor.detach()); the graphs keep %3, freed unless something else holds them (the toast after the cell says what was). You can no longer call backward() through it. Next time evaluate under torch.no_grad(), or show loss.item().",
           graph.name,
           (graph.names ?? [graph.name]).join(', '),
           formatBytes(sumBytes(graph.bytes))
         )
       : trans.__(
-          'A cell is inserted below the active cell that replaces each tensor with a grad_fn directly in %1 by tensor.detach(): the values stay, the autograd graphs (%2) are freed. You can no longer call backward() through them. Next time store loss.item() or loss.detach(), or run evaluation under torch.no_grad().',
+          'A cell is inserted below the active cell that replaces each tensor with a grad_fn directly in %1 by tensor.detach(): the values stay; their autograd graphs keep %2, freed unless something else holds them (the toast after the cell says what was). You can no longer call backward() through them. Next time store loss.item() or loss.detach(), or run evaluation under torch.no_grad().',
           graph.name,
           formatBytes(sumBytes(graph.bytes))
         )) +

@@ -145,39 +145,68 @@ def generate_clean_cell():
     return clean_cell_generator(compile_cleanup(checks.worker_dir("pytest-ts")))
 
 
-@pytest.fixture(scope="session")
-def browser_cells(request):
-    """``run(module, function, *args) -> str``: a cell generator of ``src/analysis/<module>.ts``
-    (``tensor-cells``, ``drop-workers-cell``...) called through node with JSON arguments, so the
-    tests run
-    the code the extension inserts. The compiled modules come from ``--cleanup-js``'s folder
-    (a machine without the project's tsc, such as the GPU machine) or are compiled here; node is
-    ``--node`` or the one on PATH. Skips without node, or without tsc and ``--cleanup-js``."""
+def compiled_browser(request):
+    """``(node, folder)``: node and the folder of the browser's compiled modules (CommonJS):
+    ``--cleanup-js``'s folder (a machine without the project's tsc, such as the GPU machine) or
+    compiled here; node is ``--node`` or the one on PATH. Skips without node, or without tsc and
+    ``--cleanup-js``."""
     node = request.config.getoption("node") or shutil.which("node")
     if not node:
         pytest.skip("node is needed for the browser's cell generators (--node)")
     given = request.config.getoption("cleanup_js")
     if given:
-        folder = Path(given).resolve().parent
-    elif (ROOT / "node_modules" / ".bin" / "tsc").exists():
-        folder = compile_cleanup(checks.worker_dir("pytest-ts-cells")).parent
-    else:
-        pytest.skip("the project's tsc or --cleanup-js is needed for the browser's cells")
+        return node, Path(given).resolve().parent
+    if (ROOT / "node_modules" / ".bin" / "tsc").exists():
+        return node, compile_cleanup(checks.worker_dir("pytest-ts-cells")).parent
+    pytest.skip("the project's tsc or --cleanup-js is needed for the browser's cells")
+
+
+def run_node(node, script, *args):
+    """stdout of ``node -e script args...``."""
+    done = subprocess.run(
+        [node, "-e", script, *map(str, args)], capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+@pytest.fixture(scope="session")
+def browser_cells(request):
+    """``run(module, function, *args) -> str``: a cell generator of ``src/analysis/<module>.ts``
+    (``tensor-cells``, ``drop-workers-cell``...) called through node with JSON arguments, so the
+    tests run the code the extension inserts (``compiled_browser``)."""
+    node, folder = compiled_browser(request)
 
     def run(module, function, *args):
         script = (
             "const m = require(process.argv[1]);"
             f"process.stdout.write(m.{function}(...JSON.parse(process.argv[2])));"
         )
-        done = subprocess.run(
-            [node, "-e", script, str(folder / f"{module}.js"), json.dumps(args)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return done.stdout
+        return run_node(node, script, folder / f"{module}.js", json.dumps(args))
 
     return run
+
+
+@pytest.fixture(scope="session")
+def browser_receipt(request):
+    """``receipt(before, after, device) -> int | None``: the bytes a fix's toast says it freed,
+    from the inventory the fix acted on (``before``) and the one its own cell ended with
+    (``after``), counted on ``device`` ("cpu", "cuda:0"), by the browser's own
+    ``measuredFreed(heldBy(...))`` (``src/analysis/memory/freed.ts``) through node; None where
+    the receipt would say no figure (a truncated inventory)."""
+    node, folder = compiled_browser(request)
+    script = (
+        "const m = require(process.argv[1]);"
+        "const [before, after, device] = JSON.parse(process.argv[2]);"
+        "const on = d => d === device;"
+        "process.stdout.write(JSON.stringify("
+        "m.measuredFreed(m.heldBy(before, on), m.heldBy(after, on))));"
+    )
+
+    def receipt(before, after, device):
+        module = folder.parent / "memory" / "freed.js"
+        return json.loads(run_node(node, script, module, json.dumps([before, after, device])))
+
+    return receipt
 
 
 # --------------------------------------------------------------------------------------------

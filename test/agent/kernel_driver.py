@@ -536,6 +536,7 @@ CELL_SOURCES = (
     "src/analysis/codegen/drop-workers-cell.ts",
     "src/analysis/codegen/drop-trainer-cell.ts",
     "src/analysis/memory/graph-holders.ts",
+    "src/analysis/memory/freed.ts",
 )
 # issue 12's views as the app computes them: the message validation, the model, the join with
 # the server's kernels (other-kernels.ts, as the gauge and the panel call it), the gauge's
@@ -587,7 +588,8 @@ def compile_cleanup(out_dir, tsc=None):
     """Compile the browser's cell generators to CommonJS under ``out_dir`` with the project's
     tsc: the clean cell (``src/analysis/codegen/clean-cell.ts`` and what it imports), the variable
     actions' cells (``tensor-cells.ts``), the drop-workers and drop-trainer cells and the detach
-    cell (``analysis/memory/graph-holders.ts``); returns the
+    cell (``analysis/memory/graph-holders.ts``) and a receipt's figures
+    (``analysis/memory/freed.ts``); returns the
     path of ``analysis/codegen/clean-cell.js`` (the others lie next to it)."""
     return _tsc(out_dir, CELL_SOURCES, tsc) / "analysis" / "codegen" / "clean-cell.js"
 

@@ -21,7 +21,7 @@ CUDA.
 import pytest
 from checks import MiB
 from conftest import DEVICES
-from test_llm_holders import SETUP, freed_row, truth
+from test_llm_holders import SETUP, freed_row, run_fix
 
 pytestmark = [pytest.mark.timeout(300)]
 
@@ -58,15 +58,14 @@ EVALUATE = (
 )
 
 
-def fix_and_check(s, check, label, cell, n, expected, cpu_tol=0):
-    """Run a Fix… cell the browser generated; the row: what it freed (``truth``) against
-    ``expected``; then no graph holder is left, and ``Out[n]`` keeps its value under all of
-    IPython's names of it, without its graph."""
+def fix_and_check(s, check, receipt, label, cell, n, expected, cpu_tol=0):
+    """Run a Fix… cell the browser generated; the rows: what it freed (``truth``) against
+    ``expected``, and its receipt's figure against what it freed; then no graph holder is
+    left, and ``Out[n]`` keeps its value under all of IPython's names of it, without its
+    graph."""
     shown = s.evaluate(v=f"Out[{n}].item()")["v"]
-    before = truth(s)
-    _, inventory = s.run(code=cell)
-    after = truth(s)
-    freed_row(check, s, label, before, after, expected, cpu_tol=cpu_tol)
+    before, after, inventory, claimed = run_fix(s, cell, receipt)
+    freed_row(check, s, label, before, after, expected, cpu_tol=cpu_tol, claimed=claimed)
     assert inventory["graphs"] == []
     got = s.evaluate(v=f"Out[{n}].item()", same=f"_{n} is Out[{n}]", graph=f"_{n}.grad_fn is None")
     assert got == {"v": shown, "same": True, "graph": True}
@@ -78,7 +77,7 @@ def graphs_by_name(inventory):
 
 @on_both
 def test_a_displayed_mean_keeps_the_lists_graphs_and_fix_detaches_both(
-    device, session, browser_cells, check
+    device, session, browser_cells, browser_receipt, check
 ):
     s = session(name="graphs-output")
     record(s)
@@ -113,6 +112,7 @@ def test_a_displayed_mean_keeps_the_lists_graphs_and_fix_detaches_both(
     fix_and_check(
         s,
         check,
+        browser_receipt,
         "28.2 Fix… of a displayed mean frees what its graphs saved",
         cell,
         n,
@@ -130,6 +130,7 @@ def test_a_displayed_mean_keeps_the_lists_graphs_and_fix_detaches_both(
     fix_and_check(
         s,
         check,
+        browser_receipt,
         "28.2 Fix… of a list whose mean is displayed frees what both graphs saved",
         cell,
         n,

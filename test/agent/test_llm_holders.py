@@ -50,16 +50,41 @@ def truth(s):
     return s.evaluate(live=LIVE)["live"]
 
 
-def freed_row(check, s, label, before, after, expected, cpu_tol=0):
+def run_fix(s, cell, receipt):
+    """Run a fix's cell as the browser does: ``(before, after, inventory, claimed)``, the truth
+    (``truth``) before and after the cell, the inventory the cell ended with, and the bytes the
+    fix's receipt toast says were freed (``browser_receipt``: from the inventory the fix acted
+    on, the last cell's, and the cell's own)."""
+    acted_on = s.inventories[s.count]
+    before = truth(s)
+    _, inventory = s.run(code=cell)
+    after = truth(s)
+    return before, after, inventory, receipt(acted_on, inventory, s.dev)
+
+
+def freed_row(check, s, label, before, after, expected, cpu_tol=0, claimed=False):
     """Row: what a fix freed against what its finding said, on the CPU (every live storage)
-    exactly or within ``cpu_tol`` bytes, within 1 MiB of torch's allocated bytes on CUDA."""
+    exactly or within ``cpu_tol`` bytes, within 1 MiB of torch's allocated bytes on CUDA.
+    With ``claimed`` (the receipt's figure, ``run_fix``) a second row: the receipt says what
+    went, within the same tolerance (at least 1 KiB on the CPU)."""
     truth = "torch.cuda.memory_allocated()" if s.cuda else "the bytes of every live storage"
     tol = MiB if s.cuda else cpu_tol
+    went = before - after
     check.row(
         label,
         f"{expected} B ({expected / MiB:.2f} MiB){f' within {tol} B' if tol else ''}, by {truth}",
-        f"{before - after} B ({(before - after) / MiB:.2f} MiB): {before} -> {after}",
-        within(before - after, expected, tol),
+        f"{went} B ({went / MiB:.2f} MiB): {before} -> {after}",
+        within(went, expected, tol),
+    )
+    if claimed is False:
+        return
+    tol = max(tol, 1024)
+    check.row(
+        f"{label}: the receipt toast's figure",
+        f"= what went by {truth} within {tol} B",
+        f"receipt {claimed} B"
+        + ("" if claimed is None else f" ({claimed / MiB:.2f} MiB); went {went} B"),
+        claimed is not None and within(claimed, went, tol),
     )
 
 
@@ -88,7 +113,9 @@ def variables(s):
 
 
 @on_both
-def test_an_optimizer_keeps_the_weights_of_a_deleted_model(device, session, browser_cells, check):
+def test_an_optimizer_keeps_the_weights_of_a_deleted_model(
+    device, session, browser_cells, browser_receipt, check
+):
     s = session(name="optimizer")
     record = Steps(s, "stranded_optimizer")
     s.run(code=SETUP.format(dev=s.dev))
@@ -130,10 +157,8 @@ def test_an_optimizer_keeps_the_weights_of_a_deleted_model(device, session, brow
         row["valueId"],
         [{"name": "sched", "valueId": sched_id}],
     )
-    before = truth(s)
-    result, inventory = s.run(code=cell)
-    after = truth(s)
-    assert result.stdout + result.stderr == ""
+    before, after, inventory, claimed = run_fix(s, cell, browser_receipt)
+    assert s.results[s.count].stdout + s.results[s.count].stderr == ""
     assert not {"opt", "sched"} & set(variables(s))
     expected = row["bytes"].get(s.dev, 0) if s.cuda else total(row["bytes"])
     freed_row(
@@ -143,6 +168,7 @@ def test_an_optimizer_keeps_the_weights_of_a_deleted_model(device, session, brow
         before,
         after,
         expected,
+        claimed=claimed,
     )
     assert inventory["optimizers"] == []
     record.check()
@@ -178,7 +204,7 @@ def test_an_optimizer_of_named_parameters_is_no_deleted_model(device, session):
 
 @on_both
 def test_a_caught_error_kept_in_a_variable_keeps_its_frames(
-    device, session, browser_cells, clean_cells, check
+    device, session, browser_cells, browser_receipt, clean_cells, check
 ):
     s = session(name="kept-error")
     record = Steps(s, "kept_errors")
@@ -241,9 +267,7 @@ def test_a_caught_error_kept_in_a_variable_keeps_its_frames(
         {s.dev: 8 * MiB},
         rows["errors[0]"]["valueId"],
     )
-    before = truth(s)
-    _, inventory = s.run(code=cell)
-    after = truth(s)
+    before, after, inventory, claimed = run_fix(s, cell, browser_receipt)
     freed_row(
         check,
         s,
@@ -251,13 +275,16 @@ def test_a_caught_error_kept_in_a_variable_keeps_its_frames(
         before,
         after,
         sum(r["bytes"].get(s.dev, 0) for r in rows.values()),
+        claimed=claimed,
     )
     assert inventory["keptErrors"] == []
     record.check()
 
 
 @on_both
-def test_aliases_compiled_and_tied_models_raise_nothing(device, session, browser_cells, check):
+def test_aliases_compiled_and_tied_models_raise_nothing(
+    device, session, browser_cells, browser_receipt, check
+):
     s = session(name="aliases")
     record = Steps(s, "aliases")
     s.run(code=SETUP.format(dev=s.dev))
@@ -306,9 +333,7 @@ def test_aliases_compiled_and_tied_models_raise_nothing(device, session, browser
     # Move to CPU… of a copy moves that model, and only it
     ema_id = s.evaluate(v="hex(id(ema))")["v"]
     cell = browser_cells("tensor-cells", "generateMoveToCpuCell", "ema", {s.dev: LM_BYTES}, ema_id)
-    before = truth(s)
-    s.run(code=cell)
-    after = truth(s)
+    before, after, _, claimed = run_fix(s, cell, browser_receipt)
     devices = s.evaluate(v="[str(next(m.parameters()).device) for m in (ema, best, model)]")["v"]
     assert devices == ["cpu", s.dev, s.dev]
     # on the CPU the bytes stay where they were; on CUDA the copy's leave the GPU
@@ -319,6 +344,7 @@ def test_aliases_compiled_and_tied_models_raise_nothing(device, session, browser
         before,
         after,
         LM_BYTES if s.cuda else 0,
+        claimed=claimed,
     )
 
 
@@ -372,7 +398,9 @@ def test_a_pipeline_keeps_the_model_it_was_built_on(device, session, clean_cells
 
 
 @on_both
-def test_a_forward_hook_appends_outputs_with_their_graphs(device, session, browser_cells, check):
+def test_a_forward_hook_appends_outputs_with_their_graphs(
+    device, session, browser_cells, browser_receipt, check
+):
     """Item 4: a forward hook that appends outputs to a list while the model runs without
     ``no_grad``: the list is a graph holder whose bytes count the saved inputs its graphs keep,
     and the row names the hook's module (``m[0]``) and key. The Fix… cell detaches the tensors
@@ -397,9 +425,7 @@ def test_a_forward_hook_appends_outputs_with_their_graphs(device, session, brows
     assert row["bytes"][s.dev] == own + 4 * MiB  # and the four inputs they saved
 
     cell = browser_cells("../memory/graph-holders", "generateDetachCell", row)
-    before = truth(s)
-    _, inventory = s.run(code=cell)
-    after = truth(s)
+    before, after, inventory, claimed = run_fix(s, cell, browser_receipt)
     freed_row(
         check,
         s,
@@ -407,6 +433,7 @@ def test_a_forward_hook_appends_outputs_with_their_graphs(device, session, brows
         before,
         after,
         row["bytes"][s.dev] - own,
+        claimed=claimed,
     )
     assert s.evaluate(n="len(m[0]._forward_hooks)")["n"] == 0
     assert inventory["graphs"] == []

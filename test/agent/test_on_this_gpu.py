@@ -45,6 +45,7 @@ import kernel_driver as kd
 import pytest
 from checks import MiB, mib
 from conftest import DEVICES
+from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -53,6 +54,9 @@ ROOT = kd.ROOT
 FAKE_DIR = Path(__file__).resolve().parent / "fake_nvml"
 SERVER_CONFIG = ROOT / "jupyter-config" / "server-config" / "jupyterlab_gpu_hygiene.json"
 ROUTE = "gpu-hygiene/kernels"
+METRICS = "gpu-hygiene/metrics"
+# issue 25: the server flags a kernel idle 0 min and holding >= 512 MiB (both kernels hold more)
+IDLE_MIN_MIB = 512
 KNOWN = {"a.ipynb": 1 * GiB, "b.ipynb": 3 * GiB, "plain": 2 * GiB}
 ALLOCATE = (
     "import torch\n"
@@ -148,6 +152,8 @@ class JupyterServer:
                     *("--ServerApp.port_retries=0", f"--ServerApp.root_dir={self.root}"),
                     f"--IdentityProvider.token={self.token}",
                     *("--ServerApp.open_browser=False", "--ServerApp.allow_root=True"),
+                    "--GpuHygieneMetrics.idle_minutes=0",
+                    f"--GpuHygieneMetrics.idle_min_mib={IDLE_MIN_MIB}",
                 ],
                 env=self.env,
                 cwd=tmp,
@@ -177,6 +183,14 @@ class JupyterServer:
 
     def request(self, path, method="GET", body=None, token=True):
         """``(status, decoded JSON or None)``; 4xx/5xx are returned, not raised."""
+        status, text = self.fetch(path, method, body, token)
+        try:
+            return status, json.loads(text) if text else None
+        except ValueError:
+            return status, None
+
+    def fetch(self, path, method="GET", body=None, token=True):
+        """``(status, body as bytes)``; 4xx/5xx are returned, not raised."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.base + path, data=data, method=method)
         if token:
@@ -185,13 +199,9 @@ class JupyterServer:
             req.add_header("Content-Type", "application/json")
         try:
             with OPENER.open(req, timeout=60) as response:
-                status, text = response.status, response.read()
+                return response.status, response.read()
         except urllib.error.HTTPError as error:
-            status, text = error.code, error.read()
-        try:
-            return status, json.loads(text) if text else None
-        except ValueError:
-            return status, None
+            return error.code, error.read()
 
     def notebook_session(self, path):
         """A notebook session on a new python3 kernel (``POST /api/sessions``), as JupyterLab
@@ -407,12 +417,14 @@ def run_on_one_gpu(cuda, tmp, label, render):
 
         seen.status, seen.answer = server.request(ROUTE)
         seen.no_token = server.request(ROUTE, token=False)[0]
+        seen.metrics_no_token = server.fetch(METRICS, token=False)[0]
         a.send({"protocol": kd.PROTOCOL, "type": "configure", "sampleIntervalMs": 1000})
         a.wait_for("sample", len(a.messages("sample")) + 1, timeout=10)  # a fresh sample
         for attempt in range(2):
             # the truth beside the browser's view of A's messages: nvidia-smi (the fake's
             # figures on the CPU) and NVML from this process
             seen.smi, seen.nvml = truth(cuda, seen.pid)
+            seen.metrics_status, seen.metrics = server.fetch(METRICS)
             seen.now = time.time()
             seen.views = render(
                 {
@@ -472,6 +484,7 @@ def test_two_notebooks_and_a_plain_process_on_one_gpu(device, check, views, tmp_
     list_row(check, seen, cuda)
     join_rows(check, seen, cuda)
     view_rows(check, seen)
+    metrics_rows(check, seen, cuda)
     cost_rows(check, seen.bench)
     check.note(
         "12: a real jupyter_server (the repository's jupyter-config file enabling the server "
@@ -511,6 +524,60 @@ def server_row(check, seen):
         and all(sessions(p) == [(p, "notebook")] for p in ids)
         and seen.views["server"]["ok"],
     )
+
+
+def scraped(text):
+    """{metric name without the prefix: [(labels, value)]} of a Prometheus scrape (bytes)."""
+    out = {}
+    for family in text_string_to_metric_families(text.decode()):
+        for sample in family.samples:
+            name = sample.name.removeprefix("jupyter_gpu_hygiene_")
+            out.setdefault(name, []).append((sample.labels, sample.value))
+    return out
+
+
+def metrics_rows(check, seen, cuda):
+    """Issue 25: the Prometheus endpoint's per-kernel VRAM against nvidia-smi, per kernel."""
+    source = "nvidia-smi" if cuda else "the fake NVML"
+    try:
+        families = scraped(seen.metrics)
+    except ValueError as error:  # not the exposition format: every row fails, saying so
+        families = {"unparsed": [({}, str(error)[:200])]}
+    vram = {
+        labels.get("kernel_id"): value
+        for labels, value in families.get("kernel_vram_bytes", [])
+        if labels.get("device") == "0"
+    }
+    flagged = {
+        labels.get("kernel_id"): value
+        for labels, value in families.get("kernel_idle_holding_vram", [])
+    }
+    nvml = families.get("nvml_available", [])
+    check.row(
+        "25a server extension: GET gpu-hygiene/metrics",
+        "200 with the token, 403 without; parsed by prometheus_client.parser; nvml_available 1",
+        f"{seen.metrics_status}, without token {seen.metrics_no_token}; nvml_available {nvml}",
+        seen.metrics_status == 200
+        and seen.metrics_no_token == 403
+        and [value for _labels, value in nvml] == [1.0],
+    )
+    for path, kernel_id in seen.ids.items():
+        figure = seen.smi.get(seen.pid[path])
+        got = vram.get(kernel_id)
+        gap = None if got is None or figure is None else got / MiB - figure
+        check.row(
+            f"25b {path}: kernel_vram_bytes vs {source}",
+            f"= {source}'s figure for the kernel's pid within 1 MiB, at least the known "
+            f"{mib(KNOWN[path], 0)}; kernel_idle_holding_vram 1 (idle >= 0 min, "
+            f"holding >= {IDLE_MIN_MIB} MiB)",
+            f"metrics {mib(got)}; {source} {figure} MiB"
+            + ("" if gap is None else f"; difference {gap:+.2f} MiB")
+            + f"; idle holding {flagged.get(kernel_id)}",
+            gap is not None
+            and abs(gap) <= 1
+            and got >= KNOWN[path]
+            and flagged.get(kernel_id) == 1.0,
+        )
 
 
 def list_row(check, seen, cuda):

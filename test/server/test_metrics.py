@@ -4,6 +4,10 @@
   its ``kernel_info`` and ``kernel_idle_seconds``, the scrape parses with
   ``prometheus_client.parser``, notebook paths appear only with
   ``--GpuHygieneMetrics.notebook_paths=True``, and a request without the token is refused.
+- The culler (``--GpuHygieneMetrics.cull_idle_holding=True``) in a real server whose NVML is
+  the fake of ``test/agent/fake_nvml`` (no driver here; it lists the kernels' pids with the
+  amounts the test writes): an idle kernel holding VRAM is shut down, one that runs code is not,
+  and the comm traffic of an open notebook does not keep a kernel from it.
 - In-process, the gauges built from one NVML reading: NVML cannot exist on this machine (no
   NVIDIA driver), so ``FakeNvml`` stands in for the ``pynvml`` functions the reader calls
   (devices, a MIG slice, per-process memory); the kernel rows are shaped as
@@ -11,6 +15,8 @@
 """
 
 import datetime
+import json
+import os
 import time
 import urllib.error
 import urllib.request
@@ -18,7 +24,14 @@ from types import SimpleNamespace
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from test_server_extension import OPENER, TOKEN, start_with_kernels, stop_and_reap
+from test_server_extension import (
+    OPENER,
+    ROOT,
+    TOKEN,
+    jupyter_env,
+    start_with_kernels,
+    stop_and_reap,
+)
 
 from jupyterlab_gpu_hygiene.metrics import (
     PREFIX,
@@ -164,6 +177,79 @@ def test_idle_counts_code_runs_not_comm_traffic(servers):
         assert idle() < 1.5
     finally:
         client.stop_channels()
+
+
+def fake_nvml(path, pids):
+    """The fake NVML's one device, listing ``pids`` ({pid: bytes}); written whole, atomically."""
+    device = {
+        "name": "Fake H100",
+        "uuid": "GPU-fake-h100-0",
+        "total": 80 * 2**30,
+        "used": sum(pids.values()) + 512 * MiB,
+        "compute": [{"pid": pid, "used": used} for pid, used in pids.items()],
+        "graphics": [],
+        "migMode": 0,
+    }
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"devices": [device]}))
+    os.replace(tmp, path)
+
+
+def test_the_culler_shuts_down_idle_kernels_that_hold_vram(tmp_path):
+    """Both kernels hold 200 MiB (the fake NVML's figure for their pids); the culler looks every
+    second for kernels idle 3 s holding 100 MiB. The session's kernel, idle, is shut down; the
+    other one runs a cell every 0.5 s meanwhile and stays, and once it stops running code it is
+    shut down too, although its comm keeps jupyter_server's last_activity fresh."""
+    from jupyter_client import BlockingKernelClient
+
+    env = jupyter_env(tmp_path)
+    config = tmp_path / "nvml.json"
+    fake_nvml(config, {})
+    fake_dir = ROOT / "test" / "agent" / "fake_nvml"
+    env["PYTHONPATH"] = os.pathsep.join([str(fake_dir), env["PYTHONPATH"]])
+    env["FAKE_NVML_CONFIG"] = str(config)
+    server = start_with_kernels(
+        tmp_path,
+        "culler",
+        "--GpuHygieneMetrics.cull_idle_holding=True",
+        "--GpuHygieneMetrics.cull_interval_s=1",
+        "--GpuHygieneMetrics.idle_minutes=0.05",
+        "--GpuHygieneMetrics.idle_min_mib=100",
+        env=env,
+    )
+    idle_id, busy_id = server.session["kernel"]["id"], server.plain["id"]
+    client = BlockingKernelClient()
+    pids = []
+    try:
+        status, answer = server.get("gpu-hygiene/kernels")
+        assert status == 200
+        pids = [k["pid"] for k in answer["kernels"]]
+        fake_nvml(config, {pid: 200 * MiB for pid in pids})
+        client.load_connection_file(str(server.info / f"kernel-{busy_id}.json"))
+        client.start_channels()
+        assert client.execute_interactive(CHATTER, timeout=30)["content"]["status"] == "ok"
+
+        def listed():
+            return {k["id"] for k in server.get("api/kernels")[1]}
+
+        deadline = time.monotonic() + 30
+        while idle_id in listed():
+            assert time.monotonic() < deadline, server.log.read_text()[-3000:]
+            reply = client.execute_interactive("1 + 1", timeout=30)
+            assert reply["content"]["status"] == "ok"
+            time.sleep(0.5)
+        assert busy_id in listed()  # it ran code every 0.5 s
+        deadline = time.monotonic() + 30
+        while busy_id in listed():  # now it only chatters
+            assert time.monotonic() < deadline, server.log.read_text()[-3000:]
+            time.sleep(0.5)
+        log = server.log.read_text()
+        for kernel_id in (idle_id, busy_id):
+            assert f"culling kernel {kernel_id}: idle " in log
+        assert "holding 200 MiB of VRAM" in log
+    finally:
+        client.stop_channels()
+        stop_and_reap([server], pids)
 
 
 def test_notebook_paths_only_when_configured(servers):

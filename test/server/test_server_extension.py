@@ -211,10 +211,11 @@ def iso(text):
 # ---- a local server
 
 
-def start_with_kernels(tmp, name, *args):
-    """A server in ``tmp`` with two kernels: one started through ``/api/kernels``
-    (``server.plain``), one by a session on ``runs/train.ipynb`` (``server.session``)."""
-    server = Server(name, tmp, jupyter_env(tmp), *args)
+def start_with_kernels(tmp, name, *args, env=None):
+    """A server in ``tmp`` (its environment ``env``, default ``jupyter_env(tmp)``) with two
+    kernels: one started through ``/api/kernels`` (``server.plain``), one by a session on
+    ``runs/train.ipynb`` (``server.session``)."""
+    server = Server(name, tmp, env or jupyter_env(tmp), *args)
     try:
         status, plain = server.post("api/kernels", {"name": "python3"})
         assert status == 201, plain

@@ -1,5 +1,5 @@
 import { elementsOf, textOf } from './dialog-text';
-import { heldBy } from '../../src/commands/receipt';
+import { heldBy } from '../../src/analysis/memory/freed';
 import { formatBytes } from '../../src/analysis/format';
 import type { PerDevice } from '../../src/analysis/findings/types';
 import type { IInventory } from '../../src/protocol';
@@ -240,6 +240,11 @@ describe('fix a graph holder (VRAM panel, toast)', () => {
     const dialog = (showDialog as jest.Mock).mock.calls[0][0];
     expect(textOf(dialog.title)).toBe('Detach the tensors in val_losses?');
     expect(textOf(dialog.body)).toContain('tensor.detach()');
+    // what the graphs keep is the inventory's figure, not a promise (issue 28)
+    expect(textOf(dialog.body)).toMatch(
+      /their autograd graphs keep \S+ \S+, freed unless something else holds them \(the toast after the cell says what was\)/
+    );
+    expect(textOf(dialog.body)).not.toMatch(/are freed|dropped \(/);
     expect(inserted).toHaveLength(1);
     expect(elementsOf(dialog.body, 'pre')).toEqual([inserted[0].source]);
     expect(inserted[0].tags).toEqual(['gpu-hygiene-detach-graphs']);
