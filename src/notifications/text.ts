@@ -476,7 +476,16 @@ export function withNotebook(
   }
   const frame = trans.__('%1: %2', '', '').length;
   const room = Math.min(40, MAX_TOAST - message.length - frame);
-  return room < MIN_NOTEBOOK_NAME
-    ? message
-    : trans.__('%1: %2', shortenMiddle(notebook, room), message);
+  if (room < MIN_NOTEBOOK_NAME) {
+    return message;
+  }
+  // the name whole, else without its ".ipynb", else cut in the middle
+  const stem = notebook.replace(/\.ipynb$/i, '');
+  const name =
+    notebook.length <= room
+      ? notebook
+      : stem.length <= room
+        ? stem
+        : shortenMiddle(stem, room);
+  return trans.__('%1: %2', name, message);
 }

@@ -411,6 +411,16 @@ def kernel_environment():
     return {"YOLO_OFFLINE": "true", "YOLO_CONFIG_DIR": str(config)}
 
 
+# The bytes of every tensor storage alive in a kernel (and of their gradients), an expression
+# for ``Kernel.evaluate``: the truth of a fix on the CPU, where no allocator counts.
+LIVE = (
+    "(lambda gc, torch: gc.collect() * 0 + sum({(str(t.device), t.untyped_storage().data_ptr()):"
+    " t.untyped_storage().nbytes() for o in gc.get_objects() if isinstance(o, torch.Tensor)"
+    " for t in (o, getattr(o, '_grad', None)) if t is not None and t.device.type != 'meta'}"
+    ".values()))(__import__('gc'), __import__('torch'))"
+)
+
+
 class Session:
     """One real kernel with the agent injected and a comm open, a case notebook run cell by cell
     in it. ``device`` "cpu" hides every CUDA device from the kernel (the notebooks' ``DEV`` is

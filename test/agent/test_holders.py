@@ -5,11 +5,14 @@ skipped inventory."""
 import pytest
 from checks import make_dataset  # the GPU check's tiny offline dataset
 from conftest import model_by_order, ultralytics_flops_copy
+from test_trained_model import FIXTURES, check_fixture
 
 # compat: version-sensitive, in the subset `make test-compat-oldest` runs (scripts/compat.py)
 pytestmark = [pytest.mark.timeout(240), pytest.mark.compat]
 
 MiB = 2**20
+# what test/unit/findings/model-copy.spec.ts reads of the EMA-copy inventories
+EMA_KEYS = ("models", "roots", "graphs", "owners", "keptErrors", "optimizers")
 
 
 def start(new_kernel):
@@ -80,13 +83,30 @@ def test_a_trained_model_shows_its_trainer_ema_and_optimizer_as_parts(new_kernel
     ]
     assert "holders" not in parts["trainer.optimizer"]
 
-    inventory = cell(kernel, comm, "del ema\nmodel.trainer = None")
+    # issue 28, item 4: a loop variable that still names the EMA copy once the trainer is gone
+    # keeps a copy (made by deepcopy: ``copied``), never a newer instance of model
+    inventory = cell(
+        kernel,
+        comm,
+        "for m in [model.trainer.ema.ema]:\n    n = sum(p.numel() for p in m.parameters())\n"
+        "del ema\nmodel.trainer = None",
+    )
+    ema_copy = [("m holds the EMA after trainer = None", inventory)]
     wrapper, *rest = model_by_order(inventory)
     assert wrapper["id"] == fresh["id"] and wrapper["parts"] == []
-    # the trainer's reference cycles keep its models until a collection: nothing reaches them
+    (kept,) = [m for m in rest if paths(m) == {"m"}]
+    assert kept["className"] == "DetectionModel" and kept["copied"] is True
+    assert kept["stale"] is False and abs(total(kept["bytes"]) - one) < MiB
+    # the trainer's reference cycles keep its other models until a collection: nothing
+    # reaches them
     for other in rest:
-        assert paths(other) == {"unreachable from the namespace"} and other["stale"] is True
+        if other is not kept:
+            assert paths(other) == {"unreachable from the namespace"} and other["stale"] is True
     inventory = cell(kernel, comm, "import gc\ngc.collect()")
+    assert [m["id"] for m in inventory["models"]] == [fresh["id"], kept["id"]]
+    ema_copy.append(("collected", inventory))
+    check_fixture(FIXTURES / "inventory_ema_copy.json", ema_copy, EMA_KEYS)
+    inventory = cell(kernel, comm, "del m")
     assert [m["id"] for m in inventory["models"]] == [fresh["id"]]
 
 

@@ -24,6 +24,7 @@ compat`` kernel; else this process's environment, which the kernel gets, ``PYTHO
 included). The libraries are looked up, not imported, here: this process never imports torch."""
 
 import pytest
+from checks import LIVE
 from kernel_driver import kernel_needs, kernel_version
 from test_trained_model import FIXTURES, check_fixture, total
 
@@ -37,15 +38,6 @@ OFFLINE = {
     "HF_HUB_DISABLE_TELEMETRY": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
-
-# every storage alive in the kernel, with gradients (whose Python objects may not exist yet),
-# after a collection
-LIVE = (
-    "(lambda gc, torch: gc.collect() * 0 + sum({(str(t.device), t.untyped_storage().data_ptr()):"
-    " t.untyped_storage().nbytes() for o in gc.get_objects() if isinstance(o, torch.Tensor)"
-    " for t in (o, getattr(o, '_grad', None)) if t is not None and t.device.type != 'meta'}"
-    ".values()))(__import__('gc'), __import__('torch'))"
-)
 
 
 def needs(*names):

@@ -24,9 +24,8 @@ the fixtures ``test/fixtures/inventory_<test>.json`` that the rules' jest spec
 """
 
 import pytest
-from checks import MiB, within
+from checks import LIVE, MiB, within
 from conftest import DEVICES
-from test_library_trainers import LIVE
 from test_trained_model import FIXTURES, check_fixture
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.compat]

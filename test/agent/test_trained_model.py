@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from checks import WITHOUT_POLARS, make_dataset
+from checks import LIVE, WITHOUT_POLARS, make_dataset
 from conftest import DEVICES, ultralytics_before
 
 MiB = 2**20
@@ -211,7 +211,7 @@ def trainer_parts(model):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_drop_the_finished_trainer_keeps_the_model(device, new_kernel, tmp_path):
+def test_drop_the_finished_trainer_keeps_the_model(device, new_kernel, tmp_path, request):
     cuda = device == "cuda"
     dev = "cuda:0" if cuda else "cpu"
     env = {"YOLO_OFFLINE": "true", **({} if cuda else {"CUDA_VISIBLE_DEVICES": ""})}
@@ -246,12 +246,28 @@ def test_drop_the_finished_trainer_keeps_the_model(device, new_kernel, tmp_path)
     assert freed > 40 * MiB  # two copies of yolov8n (~12 MiB each) and AdamW's two moments
     (root,) = [r for r in inventory["roots"] if r["name"] == "model"]
     before, alloc_before = root["bytes"][dev], allocated()
+    acted_on, live_before = inventory, None if cuda else kernel.evaluate(v=LIVE)["v"]
 
     code = DROP_TRAINER_CELL.read_text(encoding="utf-8")
     lines = code.splitlines()
     assert lines[0] == "# gpu-hygiene: drop_trainer" and len(lines) <= 28
     assert all(len(line) <= 79 for line in lines if line.lstrip().startswith("#"))
     inventory = cell(code)
+    # the receipt toast's figure (the browser's own code, where node and tsc or the GPU
+    # check's compiled modules are) is what went: allocated bytes, or every live storage
+    went = alloc_before - allocated() if cuda else live_before - kernel.evaluate(v=LIVE)["v"]
+    assert went > 40 * MiB
+    try:
+        receipt = request.getfixturevalue("browser_receipt")
+    except pytest.skip.Exception:  # no node here: the figures above are still checked
+        receipt = None
+    if receipt is not None:
+        claimed = receipt(acted_on, inventory, dev)
+        assert claimed is not None, "the receipt gave no figure"
+        if cuda:  # the allocator rounds each block
+            assert abs(claimed - went) <= MiB, (claimed, went)
+        else:  # never a byte more than went; the trainer's few small tensors no root lists
+            assert 0 <= went - claimed <= 64 * 1024, (claimed, went)
     (after,) = inventory["models"]  # the trainer's cycles are collected: nothing hidden
     assert after["id"] == model["id"] and trainer_parts(after) == []
     (root,) = [r for r in inventory["roots"] if r["name"] == "model"]

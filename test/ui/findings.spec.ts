@@ -215,6 +215,14 @@ test('after a finished Ultralytics training: Drop the finished trainer, keep the
   const dialog = page.locator('.jp-Dialog');
   await expect(dialog).toContainText('model');
   await dialog.getByRole('button', { name: 'Drop trainer' }).click();
+  // the receipt: what went, measured by the inventory the cell ended with
+  const receipt = page
+    .locator('.Toastify__toast')
+    .filter({ hasText: 'Dropped the finished trainer of model' });
+  await expect(receipt).toBeVisible({ timeout: 30000 });
+  await expect(receipt).toContainText(
+    /trained(\.ipynb)?: Dropped the finished trainer of model: what the holders keep went from [\d.]+ MiB to [\d.]+ MiB \(the next inventory\), [\d.]+ MiB freed\./
+  );
   await expect(owner).toHaveCount(0, { timeout: 30000 });
   // the model still works
   await runNew(

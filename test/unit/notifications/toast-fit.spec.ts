@@ -185,7 +185,7 @@ describe('a toast names its notebook (issue 29, item 5)', () => {
   const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
   afterEach(() => Notification.dismiss());
 
-  it('puts the notebook before the message, cut in the middle to fit, never cutting the message', () => {
+  it('puts the notebook before the message, without .ipynb or cut in the middle to fit, never cutting the message', () => {
     expect(withNotebook('train.ipynb', 'Stacked YOLO: …', trans)).toBe(
       'train.ipynb: Stacked YOLO: …'
     );
@@ -198,7 +198,11 @@ describe('a toast names its notebook (issue 29, item 5)', () => {
     );
     expect(named.length).toBeLessThanOrEqual(140);
     expect(named.endsWith(long)).toBe(true);
-    expect(named).toMatch(/^a-very-lo…ng\.ipynb: x/);
+    expect(named).toMatch(/^a-very-lo…e-tuning: x/);
+    // a name that fits without ".ipynb" loses that first, never a cut
+    expect(withNotebook('trained.ipynb', 'z'.repeat(129), trans)).toBe(
+      `trained: ${'z'.repeat(129)}`
+    );
     // no room for 8 characters of it: the message alone
     expect(withNotebook('train.ipynb', 'y'.repeat(135), trans)).toBe(
       'y'.repeat(135)
