@@ -29,6 +29,8 @@ import {
 test.use({ autoGoto: true });
 
 const RECORDINGS = path.resolve(__dirname, '../recordings');
+/** The README's pictures: a GPU session replayed (light theme, default window). */
+const DOCS = path.resolve(__dirname, '../../docs/img');
 const gauge = '.jp-GpuHygiene-gauge';
 const toast = '.Toastify__toast';
 const SPEED = 4;
@@ -287,6 +289,42 @@ const GPU_SCENARIOS: Array<{
       await expect(stacked).toBeVisible();
       await expect(stacked).toContainText('held only by Out[2], _2, __');
       await expect(leakToast(page)).toHaveCount(0);
+      // the README's pictures: the toast, then the panel with the VRAM chart of
+      // the recorded device (the toast hidden, not closed, out of its way)
+      fs.mkdirSync(DOCS, { recursive: true });
+      await stacked.screenshot({ path: path.join(DOCS, 'toast.png') });
+      await page.addStyleTag({
+        content: '.jp-toastContainer { visibility: hidden !important; }'
+      });
+      await openPanelFromGauge(page);
+      const panel = page.locator('#jp-GpuHygiene-panel');
+      await expect(panel.locator('.jp-GpuHygiene-chart svg')).toBeVisible();
+      await expect(
+        panel.locator('.jp-GpuHygiene-finding[data-kind="stale-model"]')
+      ).toHaveCount(1);
+      // no finding's text runs out of the sidebar (a long token wraps)
+      const clipped = await panel
+        .locator('.jp-GpuHygiene-findingText')
+        .evaluateAll(els =>
+          els
+            .filter(el => el.scrollWidth > el.clientWidth + 1)
+            .map(el => el.textContent)
+        );
+      expect(clipped).toEqual([]);
+      // a figure is one line ("12.1 MiB", not "12.1" over "MiB")
+      for (const bytes of await panel
+        .locator('.jp-GpuHygiene-findingBytes')
+        .all()) {
+        const box = await bytes.boundingBox();
+        const font = await bytes.evaluate(el =>
+          parseFloat(getComputedStyle(el).fontSize)
+        );
+        expect(box!.height).toBeLessThan(2 * font);
+      }
+      // the chart zoomed to this kernel's figures (the device's 140 GiB scale
+      // leaves them a line along the axis)
+      await panel.getByLabel('Zoom to the figures').check();
+      await panel.screenshot({ path: path.join(DOCS, 'panel.png') });
     }
   },
   {

@@ -2,12 +2,11 @@
  * Screenshots for the record, at Galata's default window size, in the light
  * and the dark theme: the stacked-model toast, the gauge's popup and the
  * VRAM panel of a real kernel (torch on the CPU, a small model run twice).
- * All are test artifacts (`test.info().outputPath`); the light toast and
- * panel also go to docs/img/ for the README's first screen.
+ * All are test artifacts (`test.info().outputPath`); the README's pictures
+ * (docs/img/toast.png, panel.png) are of a GPU session, taken by
+ * replay.spec.ts from a recording.
  */
 import { expect, test } from '@jupyterlab/galata';
-import * as fs from 'fs';
-import * as path from 'path';
 import { openNotebookOn } from './notebook-file';
 import { GAUGE, GAUGE_POPUP, openGaugePopup } from './probes';
 
@@ -15,7 +14,6 @@ test.use({ autoGoto: true });
 
 const PANEL = '#jp-GpuHygiene-panel';
 const TOAST = '.Toastify__toast';
-const DOCS = path.resolve(__dirname, '../../docs/img');
 
 const CELLS = [
   'import torch',
@@ -38,7 +36,6 @@ test('toast, gauge popup and VRAM panel, light and dark', async ({
   await expect(page.locator(GAUGE)).toContainText('2 models');
   const toast = page.locator(TOAST, { hasText: 'Stacked Sequential' });
   await expect(toast).toBeVisible();
-  fs.mkdirSync(DOCS, { recursive: true });
 
   for (const [theme, name] of [
     ['JupyterLab Light', 'light'],
@@ -58,9 +55,6 @@ test('toast, gauge popup and VRAM panel, light and dark', async ({
       .toBe(theme);
     await expect(toast).toBeVisible();
     await toast.screenshot({ path: testInfo.outputPath(`toast-${name}.png`) });
-    if (name === 'light') {
-      await toast.screenshot({ path: path.join(DOCS, 'toast.png') });
-    }
 
     // The toast sits over the status bar's corner and the sidebar: out of
     // the way (hidden, not closed) for the popup and the panel.
@@ -88,9 +82,6 @@ test('toast, gauge popup and VRAM panel, light and dark', async ({
     await panel.screenshot({
       path: testInfo.outputPath(`vram-panel-${name}.png`)
     });
-    if (name === 'light') {
-      await panel.screenshot({ path: path.join(DOCS, 'panel.png') });
-    }
     await page.evaluate(() =>
       document.querySelectorAll('style').forEach(tag => {
         if (tag.textContent?.includes('.jp-toastContainer { visibility')) {
