@@ -89,6 +89,15 @@ def timed(fn, reps, before=None):
     return out
 
 
+def _process_utilization(pynvml, handle):
+    """One ``nvmlDeviceGetProcessUtilization`` read of the last second's samples (NOT_FOUND, no
+    sample in it, counts as a read: the agent meets it too)."""
+    try:
+        return pynvml.nvmlDeviceGetProcessUtilization(handle, int(time.time() * 1e6) - 1_000_000)
+    except pynvml.NVMLError:
+        return None
+
+
 def real_calls(pynvml, sampler, reps, rows, seen=None):
     """The raw NVML calls on each device (rows as ``measure``'s), and what they answer (also
     appended to ``seen``, one line a device)."""
@@ -119,6 +128,8 @@ def real_calls(pynvml, sampler, reps, rows, seen=None):
             ("memory info", lambda h=handle: sampler._memory(pynvml, h)),
             ("compute list", lambda h=handle: pynvml.nvmlDeviceGetComputeRunningProcesses(h)),
             ("graphics list", lambda h=handle: pynvml.nvmlDeviceGetGraphicsRunningProcesses(h)),
+            ("utilization", lambda h=handle: pynvml.nvmlDeviceGetUtilizationRates(h)),
+            ("process utilization", lambda h=handle: _process_utilization(pynvml, h)),
         ):
             try:
                 values = timed(fn, reps)
@@ -156,8 +167,12 @@ def main():
                     "compute": procs,
                     "graphics": [],
                     "migMode": 0,
+                    # agent 0.13.0 reads GPU-Util and this process's SM share in each sample
+                    "utilization": 87,
+                    "processUtilization": [{"pid": "self", "sm": 80}],
                 }
             ],
+            # the utilisation reads' latency is measured with --real (not emulated here)
             "delayUs": {"memory": 7, "processes": 36} if args.delay else {},
         }
         if not args.real:

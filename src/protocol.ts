@@ -26,6 +26,7 @@ export const GPU_PROCESSES_MAX_PER_DEVICE = 64;
 export const GPU_PROCESSES_MAX_DEVICES = 16;
 
 const bytes = z.int().check(z.minimum(0), z.maximum(Number.MAX_SAFE_INTEGER));
+const percent = z.number().check(z.minimum(0), z.maximum(100));
 const nullableBytes = z.nullable(bytes);
 const count = bytes;
 const shortText = z.string().check(z.maxLength(10_000));
@@ -79,7 +80,11 @@ const deviceSample = z.object({
   /** The lowest allocated read since the previous sample (absent from agents before 0.6.0). */
   allocatedMin: z.optional(nullableBytes),
   /** The caching allocator's cap (`set_per_process_memory_fraction`), or null (absent: older agents). */
-  limit: z.optional(nullableBytes)
+  limit: z.optional(nullableBytes),
+  /** GPU-Util, percent (NVML; absent before agent 0.13.0). */
+  utilization: z.optional(z.nullable(percent)),
+  /** This kernel's SM share since the previous sample, percent (NVML; absent before 0.13.0). */
+  processUtilization: z.optional(z.nullable(percent))
 });
 
 /**
@@ -547,6 +552,12 @@ export type ITrainingProgress = z.infer<typeof trainingProgress>;
  * device's total memory as torch knows it; null when no cap is set (fraction
  * 1.0) or CUDA is not initialised; absent from older agents. A cell fails
  * with CUDA out of memory when reserved would pass it.
+ * `utilization` (optional): the percent of NVML's last sample period in
+ * which a kernel ran on the device (nvidia-smi's GPU-Util, all processes);
+ * `processUtilization` (optional): this kernel process's SM share since the
+ * previous sample, the mean of NVML's per-process samples (0 when NVML has
+ * samples of other processes only). Null where the driver gives none (a MIG
+ * instance) or had no sample; absent from agents before 0.13.0.
  */
 export type IDeviceSample = z.infer<typeof deviceSample>;
 /** `inventory`: live models, what holds them and who holds the bytes, after each cell. */

@@ -24,7 +24,13 @@ import {
 } from 'recharts';
 import { downsampleMinMax } from '../analysis/memory/downsample';
 import { formatBytes, formatTimeLeft } from '../analysis/format';
-import { ChartRow, ICellMarker, SERIES, SeriesKey } from './data';
+import {
+  ChartRow,
+  ICellMarker,
+  PERCENT_SERIES,
+  SERIES,
+  SeriesKey
+} from './data';
 import type { IEpochMark, IProjectionLine } from './chart-marks';
 
 /** Most points handed to recharts. */
@@ -43,13 +49,27 @@ const COLORS: Record<SeriesKey, string> = {
   allocated: 'var(--jp-success-color1)',
   cached: 'var(--jp-info-color1)',
   nonTorch: 'var(--jp-ui-font-color3)',
-  rss: 'var(--jp-brand-color1)'
+  rss: 'var(--jp-brand-color1)',
+  utilization: 'var(--jp-accent-color1)',
+  processUtilization: 'var(--jp-accent-color1)'
 };
 const DASHES: Partial<Record<SeriesKey, string>> = {
   reserved: '5 3',
   cached: '2 2',
-  nonTorch: '6 2 1 2'
+  nonTorch: '6 2 1 2',
+  processUtilization: '3 2'
 };
+
+/** A figure of series `key`: bytes, or percent for {@link PERCENT_SERIES}. */
+export function formatSeriesValue(
+  key: SeriesKey,
+  value: number | null
+): string {
+  if (PERCENT_SERIES.has(key)) {
+    return value === null ? '—' : `${Math.round(value)} %`;
+  }
+  return formatBytes(value);
+}
 
 /** Series labels, with where each figure comes from. */
 export function seriesLabels(
@@ -62,7 +82,9 @@ export function seriesLabels(
     allocated: trans.__('PyTorch allocated (in use by tensors)'),
     cached: trans.__('Cached by PyTorch (free for this kernel)'),
     nonTorch: trans.__('CUDA context and libraries (until restart)'),
-    rss: trans.__('This kernel’s RAM (resident)')
+    rss: trans.__('This kernel’s RAM (resident)'),
+    utilization: trans.__('GPU utilisation (NVML)'),
+    processUtilization: trans.__('This kernel’s GPU share (NVML)')
   };
 }
 
@@ -83,6 +105,12 @@ export function seriesHints(
     ),
     rss: trans.__(
       'The kernel process’s resident set (RSS), the figure jupyter-resource-usage shows: tensors, models and everything else in its RAM'
+    ),
+    utilization: trans.__(
+      'NVML: percent of the time a kernel ran on the device, all processes (nvidia-smi’s GPU-Util); right-hand axis'
+    ),
+    processUtilization: trans.__(
+      'NVML: this kernel process’s share of the device’s streaming multiprocessors since the previous sample; right-hand axis'
     )
   };
 }
@@ -135,7 +163,7 @@ function ChartTooltip(props: {
             <span className="jp-GpuHygiene-swatch" />
             <span>{labels[key] ?? key}</span>
             <span className="jp-GpuHygiene-value">
-              {formatBytes(entry.value as number | null)}
+              {formatSeriesValue(key, entry.value as number | null)}
             </span>
           </div>
         );
@@ -184,6 +212,7 @@ export function VramChart(props: IVramChartProps): JSX.Element {
   const labels = seriesLabels(trans);
   const hints = seriesHints(trans);
   const present = SERIES.filter(key => data.some(row => row[key] !== null));
+  const percent = present.some(key => PERCENT_SERIES.has(key));
   const yDomain: [number | string, number | string] =
     scale === 'device' && total !== null ? [0, total] : [0, 'auto'];
   const chart = (
@@ -221,6 +250,18 @@ export function VramChart(props: IVramChartProps): JSX.Element {
         tick={{ fill: 'var(--jp-ui-font-color2)', fontSize: 10 }}
         width={64}
       />
+      {percent && (
+        <YAxis
+          yAxisId="percent"
+          orientation="right"
+          domain={[0, 100]}
+          allowDataOverflow={true}
+          tickFormatter={(value: number) => `${value} %`}
+          stroke="var(--jp-ui-font-color2)"
+          tick={{ fill: 'var(--jp-ui-font-color2)', fontSize: 10 }}
+          width={40}
+        />
+      )}
       {markers.map(marker =>
         marker.end - marker.t > 0 ? (
           <ReferenceArea
@@ -341,6 +382,7 @@ export function VramChart(props: IVramChartProps): JSX.Element {
         <Line
           key={key}
           dataKey={key}
+          yAxisId={PERCENT_SERIES.has(key) ? 'percent' : 0}
           name={labels[key]}
           className={`jp-GpuHygiene-line jp-GpuHygiene-series-${key}`}
           type="linear"
@@ -379,7 +421,9 @@ export function VramChart(props: IVramChartProps): JSX.Element {
             >
               <span className="jp-GpuHygiene-swatch" />
               {labels[key]}
-              <span className="jp-GpuHygiene-value">{formatBytes(last)}</span>
+              <span className="jp-GpuHygiene-value">
+                {formatSeriesValue(key, last)}
+              </span>
             </li>
           );
         })}

@@ -46,7 +46,9 @@ export const SERIES = [
   'allocated',
   'cached',
   'nonTorch',
-  'rss'
+  'rss',
+  'utilization',
+  'processUtilization'
 ] as const;
 
 /**
@@ -55,8 +57,17 @@ export const SERIES = [
  * (reserved − allocated, free for this kernel) and the CUDA context and
  * libraries (process − reserved). Without a GPU, only `rss`: the kernel
  * process's resident RAM (the sample's `ram.rss`, /proc/self/statm).
+ * `utilization` and `processUtilization` are percent, not bytes
+ * ({@link PERCENT_SERIES}): the device's GPU-Util and this kernel's share of
+ * it (NVML), on the chart's second axis.
  */
 export type SeriesKey = (typeof SERIES)[number];
+
+/** The series in percent (0-100) rather than bytes. */
+export const PERCENT_SERIES: ReadonlySet<SeriesKey> = new Set<SeriesKey>([
+  'utilization',
+  'processUtilization'
+]);
 
 /** One chart row: bytes per series at time `t` (seconds since the epoch). */
 export type ChartRow = SeriesRow<SeriesKey>;
@@ -149,7 +160,9 @@ export function chartRows(
       allocated: d?.allocated ?? null,
       cached: bands?.cached ?? null,
       nonTorch: bands?.nonTorch ?? null,
-      rss: null
+      rss: null,
+      utilization: d?.utilization ?? null,
+      processUtilization: d?.processUtilization ?? null
     };
   });
 }
@@ -167,7 +180,9 @@ export function ramRows(samples: ReadonlyArray<ISample>): ChartRow[] {
     allocated: null,
     cached: null,
     nonTorch: null,
-    rss: sample.ram?.rss ?? null
+    rss: sample.ram?.rss ?? null,
+    utilization: null,
+    processUtilization: null
   }));
 }
 

@@ -234,6 +234,30 @@ function findingBytes(model: GpuKernelModel): Record<string, number> | null {
 }
 
 /**
+ * "GPU utilisation: 87 % (NVML, all processes), this kernel 80 %": whether
+ * the device computes at all, and this kernel's share of it (the sample's
+ * `utilization` and `processUtilization`); null where NVML gave none (an
+ * older agent, a MIG instance).
+ */
+export function utilizationLine(
+  device: IDeviceSample,
+  trans: TranslationBundle
+): string | null {
+  const all = device.utilization;
+  if (all === null || all === undefined) {
+    return null;
+  }
+  const mine = device.processUtilization;
+  return mine === null || mine === undefined
+    ? trans.__('GPU utilisation: %1 % (NVML, all processes)', Math.round(all))
+    : trans.__(
+        'GPU utilisation: %1 % (NVML, all processes), this kernel %2 %',
+        Math.round(all),
+        Math.round(mine)
+      );
+}
+
+/**
  * Tooltip lines for one device: NVML's device figure, this kernel's share and
  * its bands (in use by tensors, cached by PyTorch, CUDA context and
  * libraries), so that memory which is only cache and context does not read as
@@ -258,6 +282,10 @@ function deviceLines(
         formatBytes(device.total)
       )
     );
+  }
+  const utilization = utilizationLine(device, trans);
+  if (utilization !== null) {
+    lines.push(utilization);
   }
   lines.push(processLine(device, trans));
   const bands = memoryBands(device);

@@ -325,6 +325,36 @@ def test_graphics_not_supported_is_quiet_other_failures_reported(agent, fake_nvm
     assert sampler.process_lists(errors.append) == [] and len(errors) == 2
 
 
+def test_sample_reads_the_utilisation_and_this_kernels_share(agent, fake_nvml):
+    """Issue 29, item 4: GPU-Util and this process's SM share, as NVML gives them."""
+    busy = device(
+        [proc("self", 700 * MiB)],
+        utilization=87,
+        processUtilization=[{"pid": "self", "sm": 80}, {"pid": 4242, "sm": 7}],
+    )
+    sampler = started(agent, fake_nvml, {"devices": [busy]})
+    errors = []
+    (entry,) = sampler.sample(errors.append)
+    assert (entry["utilization"], entry["processUtilization"]) == (87, 80)
+    # samples of other processes only: this kernel used none of the time
+    fake_nvml.set_config({"devices": [{**busy, "processUtilization": [{"pid": 4242, "sm": 7}]}]})
+    (entry,) = sampler.sample(errors.append)
+    assert (entry["utilization"], entry["processUtilization"]) == (87, 0)
+    # no sample since the last read (NVML's NOT_FOUND): unknown, never a made-up 0
+    fake_nvml.set_config({"devices": [{**busy, "processUtilization": []}]})
+    (entry,) = sampler.sample(errors.append)
+    assert (entry["utilization"], entry["processUtilization"]) == (87, None)
+    assert errors == []
+    # a driver without utilisation (a MIG instance): None, and not asked again
+    sampler = started(agent, fake_nvml, {"devices": [device([proc("self", 1)])]})
+    calls = fake_nvml.CALLS
+    calls.clear()
+    for _ in range(3):
+        (entry,) = sampler.sample(errors.append)
+        assert (entry["utilization"], entry["processUtilization"]) == (None, None)
+    assert calls["nvmlDeviceGetUtilizationRates"] == 1 and errors == []
+
+
 MIG_GPU = {
     "name": "Fake A100",
     "uuid": "GPU-aaaa",
@@ -484,7 +514,7 @@ def test_gpu_processes_in_a_real_kernel(new_kernel, tmp_path, sleeper):
     (first,) = comm.wait_for("gpuProcesses", 1, timeout=3.5)
     assert time.monotonic() - opened < 3.5
     hello = comm.messages("hello")[0]
-    assert hello["nvml"] is True and hello["agentVersion"] == "0.12.0"
+    assert hello["nvml"] is True and hello["agentVersion"] == "0.13.0"
     assert set(first) == {"protocol", "type", "t", "pid", "namespace", "devices"}
     assert first["pid"] == hello["pid"] and first["namespace"] == "host"
     assert abs(first["t"] - time.time()) < 5

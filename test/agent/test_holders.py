@@ -125,11 +125,24 @@ def test_holder_paths_through_containers_objects_and_closures(new_kernel):
         "def make():\n"
         "    kept = net\n"
         "    return lambda: kept\n"
-        "fn = make()\n",
+        "fn = make()\n"
+        "class Slotted:\n"
+        "    __slots__ = ('unset', 'net')\n"
+        "    def __getattribute__(self, name):\n"
+        "        raise RuntimeError('the agent ran user code')\n"
+        "slots = Slotted()\n"
+        "object.__setattr__(slots, 'net', net)\n",
     )
     (net,) = inventory["models"]
-    assert paths(net) == {"net", "runs['a'][1]", "box.inner['net']", "fn<closure>"}
-    inventory = cell(kernel, comm, "del net, runs, box")
+    # a __slots__ attribute is named, read through its member descriptor (no user code)
+    assert paths(net) == {
+        "net",
+        "runs['a'][1]",
+        "box.inner['net']",
+        "fn<closure>",
+        "slots.net",
+    }
+    inventory = cell(kernel, comm, "del net, runs, box, slots")
     (net,) = inventory["models"]
     assert paths(net) == {"fn<closure>"} and net["stale"] is False
 

@@ -74,6 +74,31 @@ describe('gaugeState', () => {
     ]);
   });
 
+  it('says the GPU utilisation and this kernel’s share where NVML gives them (agent 0.13.0)', () => {
+    const lines = (
+      utilization?: number | null,
+      processUtilization?: number | null
+    ) => {
+      const model = readyModel();
+      const sample = gpuSample(120 * GiB, 141 * GiB);
+      Object.assign(sample.devices[0], { utilization, processUtilization });
+      model.apply(sample);
+      return gaugeState(model, DEFAULT_SETTINGS, trans).tooltip.filter(line =>
+        line.startsWith('GPU utilisation')
+      );
+    };
+    expect(lines(87, 80)).toEqual([
+      'GPU utilisation: 87 % (NVML, all processes), this kernel 80 %'
+    ]);
+    // no per-process sample since the last one: the device's figure alone
+    expect(lines(87, null)).toEqual([
+      'GPU utilisation: 87 % (NVML, all processes)'
+    ]);
+    // an older agent, a MIG instance: no line rather than a made-up 0 %
+    expect(lines(undefined, undefined)).toEqual([]);
+    expect(lines(null, null)).toEqual([]);
+  });
+
   it('counts the findings the panel lists: none under the floor (findingFloorMiB)', () => {
     const model = readyModel();
     model.apply(gpuSample(120 * GiB, 141 * GiB));

@@ -127,6 +127,53 @@ describe('VramChart', () => {
     ]);
   });
 
+  it('draws the GPU utilisation and this kernel’s share on a percent axis (issue 29, item 4)', () => {
+    const model = gpuModel(20);
+    model.apply({
+      protocol: 2,
+      type: 'sample',
+      t: 1_100,
+      seq: 21,
+      busy: true,
+      devices: [
+        {
+          index: 0,
+          used: 3 * GiB,
+          total: 141 * GiB,
+          process: 2 * GiB,
+          allocated: GiB,
+          reserved: 1.5 * GiB,
+          cached: 512 * MiB,
+          nonTorch: 512 * MiB,
+          processHidden: false,
+          utilization: 87,
+          processUtilization: 80
+        }
+      ]
+    });
+    const data = panelData(model, DEFAULT_SETTINGS, null);
+    // the older samples had no figure (an agent before 0.13.0): gaps, not 0 %
+    expect(data.rows.slice(-2).map(r => r.utilization)).toEqual([null, 87]);
+    expect(data.rows[data.rows.length - 1].processUtilization).toBe(80);
+    const { container } = render(
+      <VramChart
+        rows={data.rows}
+        total={data.total}
+        markers={data.markers}
+        scale="device"
+        trans={trans}
+        size={{ width: 600, height: 240 }}
+      />
+    );
+    const legend = Array.from(
+      container.querySelectorAll('.jp-GpuHygiene-legend li')
+    ).map(li => li.textContent);
+    expect(legend).toContain('GPU utilisation (NVML)87 %');
+    expect(legend).toContain('This kernel’s GPU share (NVML)80 %');
+    // the memory figures stay in bytes beside them
+    expect(legend).toContain('Device used (NVML)3.0 GiB');
+  });
+
   it('draws the running cell’s projection to full and a mark at each epoch', () => {
     const model = new GpuKernelModel({ kernelId: 'k' });
     // a cell whose validations keep 490 MiB every 4 s epoch; the trainer's progress on each sample

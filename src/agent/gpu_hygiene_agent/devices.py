@@ -57,6 +57,7 @@ class _Listed(NamedTuple):
 LIST_MAX_AGE = 2.0
 LIST_REUSE_AGE = 0.5
 NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
 
 
@@ -143,6 +144,8 @@ def _empty_entry(index, total):
         "reserved": None,
         "allocatedMin": None,
         "limit": None,
+        "utilization": None,
+        "processUtilization": None,
     }
 
 
@@ -166,6 +169,8 @@ class DeviceSampler:
         self._memory_v2 = True
         self._listed = {}  # CUDA index -> _Listed: the last compute-process list read
         self._no_graphics = set()  # CUDA indices whose driver lists no graphics processes
+        self._no_utilization = set()  # CUDA indices whose driver gives no utilisation (MIG)
+        self._utilization_seen = {}  # CUDA index -> NVML timestamp (us) of the last sample read
         self._lows = {}  # CUDA index -> lowest allocated read since the last sample (read_low)
         self._totals = {}  # CUDA index -> total memory as torch knows it (allocator_limit)
         self._active = []  # CUDA indices where torch reserved memory at the last sample
@@ -352,13 +357,14 @@ class DeviceSampler:
         """Per-device figures for ``sample`` (list of dicts sorted by CUDA index): ``used`` /
         ``total`` device memory and ``process`` (this pid's share) from NVML, ``allocated`` /
         ``reserved`` from torch, ``cached`` (reserved - allocated) and ``nonTorch`` (process -
-        reserved); bytes, None where not measurable. ``allocatedMin``: the lowest allocated of
-        this sample and the ``read_low`` reads since the previous sample; ``limit``: the
-        allocator's cap (``allocator_limit``) on a device where torch reserves memory, else
-        None. ``processHidden``: NVML lists no process with this pid although torch reserves
-        memory (another pid namespace). NVML failures are passed to ``on_error(exception)``.
-        The compute-process list is read again only when the device's used memory moved or the
-        last read is ``LIST_MAX_AGE`` s old (sampler thread only)."""
+        reserved); bytes, None where not measurable. ``utilization`` / ``processUtilization``:
+        percent of the device's time, NVML (``_utilization``). ``allocatedMin``: the lowest
+        allocated of this sample and the ``read_low`` reads since the previous sample;
+        ``limit``: the allocator's cap (``allocator_limit``) on a device where torch reserves
+        memory, else None. ``processHidden``: NVML lists no process with this pid although
+        torch reserves memory (another pid namespace). NVML failures are passed to
+        ``on_error(exception)``. The compute-process list is read again only when the device's
+        used memory moved or the last read is ``LIST_MAX_AGE`` s old (sampler thread only)."""
         devices = {}
         if self.nvml is not None:
             for device in self.devices:
@@ -414,4 +420,47 @@ class DeviceSampler:
         except Exception as exc:
             if on_error is not None:
                 on_error(exc)
+        if device.index not in self._no_utilization:
+            self._utilization(nvml, device, entry, on_error)
         return entry
+
+    def _utilization(self, nvml, device, entry, on_error):
+        """``utilization``: the percent of the last sample period in which a kernel ran on
+        the device (``nvmlDeviceGetUtilizationRates``, what nvidia-smi shows as GPU-Util);
+        ``processUtilization``: this process's SM share since the previous read, the mean of
+        the samples ``nvmlDeviceGetProcessUtilization`` keeps for this pid (0 where it has
+        samples of other processes only; None where it has none at all). A driver without
+        them (a MIG instance, an old GPU) is not asked again; another failure goes to
+        ``on_error``."""
+        unsupported = (
+            getattr(nvml, "NVML_ERROR_NOT_SUPPORTED", NVML_ERROR_NOT_SUPPORTED),
+            getattr(nvml, "NVML_ERROR_FUNCTION_NOT_FOUND", NVML_ERROR_FUNCTION_NOT_FOUND),
+        )
+        try:
+            entry["utilization"] = int(nvml.nvmlDeviceGetUtilizationRates(device.handle).gpu)
+        except Exception as exc:
+            if isinstance(exc, AttributeError) or getattr(exc, "value", None) in unsupported:
+                self._no_utilization.add(device.index)
+            elif on_error is not None:
+                on_error(exc)
+            return
+        since = self._utilization_seen.get(device.index, 0)
+        try:
+            samples = nvml.nvmlDeviceGetProcessUtilization(device.handle, since)
+        except Exception as exc:
+            code = getattr(exc, "value", None)
+            if code == getattr(nvml, "NVML_ERROR_NOT_FOUND", NVML_ERROR_NOT_FOUND):
+                return  # no process sample since the last read: unknown, not 0
+            if not (isinstance(exc, AttributeError) or code in unsupported) and on_error:
+                on_error(exc)
+            return
+        mine = []
+        latest = since
+        for item in samples:
+            stamp = int(item.timeStamp)
+            if stamp > latest:
+                latest = stamp
+            if item.pid == self.pid and stamp > since:
+                mine.append(int(item.smUtil))
+        self._utilization_seen[device.index] = latest
+        entry["processUtilization"] = round(sum(mine) / len(mine)) if mine else 0

@@ -59,9 +59,33 @@ def edge_label(parent, child, grand):
         for key, value in list(vars_of(parent).items())[:MAX_LABEL_SCAN]:
             if value is child and type(key) is str:
                 return "." + key
+        slot = slot_label(parent, child)
+        if slot is not None:
+            return slot
     except Exception:
         pass
     return "<ref>"
+
+
+def slot_label(parent, child):
+    """``.name`` of the ``__slots__`` attribute of ``parent`` that holds ``child``, or None.
+    Each slot is read through its member descriptor of the class's own namespace (C code: no
+    property, ``__getattr__`` or ``__getattribute__`` of the user's runs)."""
+    scanned = 0
+    for klass in peek.mro(type(parent)):
+        for name, entry in list(peek.class_dict(klass).items()):
+            if type(entry) is not peek.MEMBER or type(name) is not str:
+                continue
+            scanned += 1
+            if scanned > MAX_LABEL_SCAN:
+                return None
+            try:
+                value = entry.__get__(parent, klass)
+            except Exception:  # an unset slot
+                continue
+            if value is child:
+                return "." + name
+    return None
 
 
 def frame_local_label(frame, child):

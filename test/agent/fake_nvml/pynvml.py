@@ -11,10 +11,16 @@ in-process tests load this file under another name and call ``set_config`` inste
               "compute": [Process], "graphics": [Process],
               "migMode": 0 | 1,                  # nvmlDeviceGetMigMode's current mode
               "mig": [{"name", "uuid", "total", "used", "compute", "graphics"}],
-              "graphicsError": int | null}],     # NVML error code of the graphics list
- "delayUs": {"memory": float, "processes": float}}   # busy-wait per call (cost emulation)
+              "graphicsError": int | null,       # NVML error code of the graphics list
+              "utilization": int,                # GPU-Util %; absent: NOT_SUPPORTED
+              "processUtilization": [{"pid": int | "self", "sm": int}]}],   # absent: NOT_FOUND
+ "delayUs": {"memory": float, "processes": float,   # busy-wait per call (cost emulation)
+             "utilization": float}}
 Process = {"pid": int | "self", "used": int | null}  # "self": os.getpid() of the caller
 ```
+
+``nvmlDeviceGetProcessUtilization`` stamps each listed sample with the time of the call (us) and
+answers NOT_FOUND when none is newer than the timestamp it is given, as NVML does.
 
 Only what the agent calls exists. ``CALLS`` counts the calls by function name.
 """
@@ -51,6 +57,22 @@ class _Memory:
         self.total = total
         self.used = used
         self.free = total - used
+
+
+class _Utilization:
+    def __init__(self, gpu):
+        self.gpu = gpu
+        self.memory = 0
+
+
+class _ProcessUtilization:
+    def __init__(self, pid, stamp, sm):
+        self.pid = pid
+        self.timeStamp = stamp
+        self.smUtil = sm
+        self.memUtil = 0
+        self.encUtil = 0
+        self.decUtil = 0
 
 
 class _Process:
@@ -161,6 +183,28 @@ def nvmlDeviceGetGraphicsRunningProcesses(handle):
     if entry.get("graphicsError") is not None:
         raise NVMLError(entry["graphicsError"])
     return _processes(entry, "graphics")
+
+
+def nvmlDeviceGetUtilizationRates(handle):
+    CALLS["nvmlDeviceGetUtilizationRates"] += 1
+    _spin("utilization")
+    entry = _entry(handle)
+    if "utilization" not in entry:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    return _Utilization(int(entry["utilization"]))
+
+
+def nvmlDeviceGetProcessUtilization(handle, timeStamp):
+    CALLS["nvmlDeviceGetProcessUtilization"] += 1
+    _spin("utilization")
+    stamp = time.time_ns() // 1000
+    samples = [
+        _ProcessUtilization(os.getpid() if p["pid"] == "self" else int(p["pid"]), stamp, p["sm"])
+        for p in _entry(handle).get("processUtilization", ())
+    ]
+    if not samples or stamp <= timeStamp:
+        raise NVMLError(NVML_ERROR_NOT_FOUND)
+    return samples
 
 
 def nvmlDeviceGetMigMode(handle):
