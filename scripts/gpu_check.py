@@ -102,6 +102,10 @@ CHECKS = {
         [TRUTH + "test_cuda_visible_devices_maps_to_the_nvml_device"],
     ),
     "no-context": ("1 no context", [TRUTH + "test_no_cuda_context_from_the_agent"]),
+    "utilisation": (
+        "29.4 utilisation beside memory",
+        [TRUTH + "test_utilisation_while_a_cell_multiplies_matrices"],
+    ),
     "C01": (
         "C01",
         [

@@ -266,6 +266,20 @@ def smi_used_mib(index):
     return float(out.strip())
 
 
+def smi_utilization(index):
+    """``nvidia-smi --query-gpu=utilization.gpu`` of device ``index``: percent (int)."""
+    out = subprocess.run(
+        [
+            *("nvidia-smi", "--query-gpu=utilization.gpu"),
+            *("--format=csv,noheader,nounits", "-i", str(index)),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return int(out.strip().splitlines()[0])
+
+
 def smi_process_mib(pid):
     out = subprocess.run(
         ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],

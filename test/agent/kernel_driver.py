@@ -391,11 +391,23 @@ class Kernel:
         kernel_env.update(env or {})
         from jupyter_client.manager import KernelManager  # here: test_devices runs without it
 
-        self.km = KernelManager(kernel_name=kernel_name or default_kernel_name())
-        self.km.start_kernel(env=kernel_env)
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=60)
+        for attempt in range(3):
+            self.km = KernelManager(kernel_name=kernel_name or default_kernel_name())
+            self.km.start_kernel(env=kernel_env)
+            self.kc = self.km.client()
+            self.kc.start_channels()
+            try:
+                self.kc.wait_for_ready(timeout=60)
+                return
+            except RuntimeError:
+                # "Kernel died before replying to kernel_info": with pytest's workers starting
+                # kernels side by side, another kernel can bind one of the TCP ports this
+                # manager chose before this kernel does (ZMQError: Address already in use,
+                # seen with 3 workers): a new manager chooses new ports
+                if attempt == 2 or self.km.is_alive():
+                    raise
+                self.kc.stop_channels()
+                self.km.cleanup_resources()
 
     @classmethod
     def attach(cls, connection_file):

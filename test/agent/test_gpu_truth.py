@@ -7,6 +7,8 @@ CPU counterpart exists (the acceptance cases' own CUDA checks are in test_cases.
  6. the agent's cost per cell (cells that change nothing, cells that rebind names; share of
     skipped inventories) and per sample, with 1 and 10 models on CUDA;
  8. with two or more GPUs: ``CUDA_VISIBLE_DEVICES=1`` maps the kernel's cuda:0 to NVML device 1.
+ 29.4. the utilisation a sample carries while a cell multiplies matrices, and after it, against
+    ``nvidia-smi``'s GPU-Util polled meanwhile.
 
 All marked ``gpu``: skipped where NVML sees no NVIDIA GPU. ``scripts/gpu_check.py`` runs them
 and writes their rows to docs/gpu-check.md.
@@ -17,6 +19,7 @@ import json
 import os
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -35,6 +38,7 @@ from checks import (
     on_dev,
     pct,
     smi_used_mib,
+    smi_utilization,
     snapshot,
 )
 from conftest import holder_names
@@ -364,3 +368,78 @@ def test_cuda_visible_devices_maps_to_the_nvml_device(session, check):
     )
     check.row(*hello_row(s.hello, 1, "8b CUDA_VISIBLE_DEVICES=1: hello.devices[0].nvmlIndex"))
     check.row(*bands_row("8c CUDA_VISIBLE_DEVICES=1: sample bands", entry, torch_a, torch_r, proc1))
+
+
+# --------------------------------------------------------------------------------------------
+# 29.4 utilisation beside memory
+
+
+@pytest.mark.timeout(300)
+def test_utilisation_while_a_cell_multiplies_matrices(session, check):
+    s = session(name="utilisation", interval_ms=500)
+    s.run(
+        code="import time, torch\n"
+        "a = torch.randn(8192, 8192, device='cuda:0')\n"
+        "torch.cuda.synchronize()"
+    )
+    smi = []
+    stop = threading.Event()
+
+    def poll():
+        while not stop.is_set():
+            smi.append((time.time(), smi_utilization(0)))
+            time.sleep(0.5)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    n = len(s.comm.messages("sample"))
+    poller.start()
+    started = time.time()
+    try:
+        s.run(
+            code="end = time.time() + 10\nwhile time.time() < end:\n    b = a @ a\n"
+            "torch.cuda.synchronize()",
+            timeout=120,
+        )
+    finally:
+        stop.set()
+        poller.join(10)
+    ended = time.time()
+    # the first 2 s left out: NVML's figures cover the last sample period (up to ~1 s)
+    busy = [
+        dev0(m)
+        for m in s.comm.messages("sample")[n:]
+        if m["busy"] and started + 2 <= m["t"] <= ended and dev0(m)
+    ]
+    util = [d.get("utilization") for d in busy]
+    mine = [d.get("processUtilization") for d in busy]
+    smi_busy = [u for t, u in smi if started + 2 <= t <= ended]
+    agent_median = statistics.median([u for u in util if u is not None] or [-1])
+    smi_median = statistics.median(smi_busy or [-1])
+    check.row(
+        "29.4a GPU-Util while a cell multiplies 8192 x 8192 matrices for 10 s",
+        "every busy sample has it; median >= 80 % and within 10 points of nvidia-smi's "
+        "utilization.gpu polled meanwhile",
+        f"{len(busy)} busy samples, {util.count(None)} without; agent median {agent_median} % "
+        f"(min {min(util, default=None)}); nvidia-smi median {smi_median} % over {len(smi_busy)}"
+        " reads",
+        busy and None not in util and agent_median >= 80 and abs(agent_median - smi_median) <= 10,
+    )
+    shares = [u for u in mine if u is not None]
+    check.row(
+        "29.4b this kernel's share (nvmlDeviceGetProcessUtilization, its pid)",
+        "median of the samples that have one >= 50 %; at least half the busy samples have one",
+        f"{len(shares)} of {len(busy)} samples, median {statistics.median(shares or [-1])} %, "
+        f"values {shares[:12]}",
+        len(shares) * 2 >= len(busy) and statistics.median(shares or [-1]) >= 50,
+    )
+    time.sleep(3)
+    idle = dev0(s.sample())
+    check.row(
+        "29.4c after the cell, 3 s idle",
+        "GPU-Util <= 10 % (no other process on the GPU); this kernel's share 0 or none",
+        f"utilization {idle.get('utilization')} %, this kernel {idle.get('processUtilization')}, "
+        f"nvidia-smi {smi_utilization(0)} %",
+        idle.get("utilization") is not None
+        and idle["utilization"] <= 10
+        and idle.get("processUtilization") in (0, None),
+    )
