@@ -26,7 +26,11 @@ Metrics (gauges; bytes and seconds, as Prometheus names them):
   the kernel's process on that device (a MIG slice is a device of its own, ``mig="1"``);
 - ``jupyter_gpu_hygiene_kernel_idle_holding_vram`` {kernel_id}: 1 when the kernel has been idle
   at least ``GpuHygieneMetrics.idle_minutes`` and holds at least ``idle_min_mib`` MiB of VRAM,
-  else 0: what an alert or a culler acts on (README, "On JupyterHub").
+  else 0: what an alert or a culler acts on (README, "On JupyterHub");
+- ``jupyter_gpu_hygiene_kernel_stale_bytes`` {kernel_id}, ``..._kernel_findings`` {kernel_id,
+  kind, severity} (a count), ``..._kernel_finding_bytes`` {kernel_id, kind} and
+  ``..._kernel_findings_age_seconds`` {kernel_id}: the findings the page watching the kernel
+  last reported (``findings.py``); absent for a kernel no page reported.
 
 Authenticated and authorized like ``/api/kernels`` (auth resource ``kernels``, action ``read``):
 a request without a token is refused (403), as every API request is.
@@ -50,6 +54,7 @@ from tornado import web
 from traitlets import Bool, Float
 from traitlets.config import Configurable
 
+from .findings import FindingsReports
 from .server import AUTH_RESOURCE, _maybe_await, is_gateway, kernels_answer
 
 #: The route, under the server's ``base_url``.
@@ -311,9 +316,11 @@ def metric_families(
     settings: GpuHygieneMetrics,
     now: float,
     activity: ExecutionActivity | None = None,
+    reports: FindingsReports | None = None,
 ) -> list[GaugeMetricFamily]:
     """The endpoint's gauges for ``answer`` (``server.kernels_answer``: sessions listed only
-    where their paths may be shown) and one NVML ``reading``, at ``now`` (epoch seconds)."""
+    where their paths may be shown) and one NVML ``reading``, at ``now`` (epoch seconds), with
+    the browser's last findings ``reports`` of the kernels that have one."""
     nvml = GaugeMetricFamily(
         PREFIX + "nvml_available",
         "1 when the server could read NVML (nvidia-ml-py and a driver), else 0.",
@@ -369,7 +376,55 @@ def metric_families(
             labels = [kernel_id, device.index, device.uuid, "1" if device.mig else "0"]
             vram.add_metric(labels, figure)
         flagged.add_metric([kernel_id], 1 if state.idle_holding else 0)
-    return [nvml, total, used, info, idle, vram, flagged]
+    return [nvml, total, used, info, idle, vram, flagged, *findings_families(answer, reports, now)]
+
+
+def findings_families(
+    answer: dict, reports: FindingsReports | None, now: float
+) -> list[GaugeMetricFamily]:
+    """The gauges of the browser's findings reports (``findings.py``), for the kernels of
+    ``answer`` that have one; the reports of kernels that are gone are forgotten."""
+    stale = GaugeMetricFamily(
+        PREFIX + "kernel_stale_bytes",
+        "Bytes of the kernel's stale models, as the page watching it last reported.",
+        labels=["kernel_id"],
+    )
+    count = GaugeMetricFamily(
+        PREFIX + "kernel_findings",
+        "The kernel's findings by kind and severity, as the page watching it last reported.",
+        labels=["kernel_id", "kind", "severity"],
+    )
+    held = GaugeMetricFamily(
+        PREFIX + "kernel_finding_bytes",
+        "Bytes the kernel's findings of a kind hold (all devices), as last reported.",
+        labels=["kernel_id", "kind"],
+    )
+    age = GaugeMetricFamily(
+        PREFIX + "kernel_findings_age_seconds",
+        "Seconds since the page watching the kernel last reported its findings.",
+        labels=["kernel_id"],
+    )
+    if reports is None:
+        return [stale, count, held, age]
+    ids = {row["id"] for row in answer.get("kernels", [])}
+    reports.keep_only(ids)
+    for kernel_id in sorted(ids):
+        report = reports.get(kernel_id)
+        if report is None:
+            continue
+        stale.add_metric([kernel_id], report.body["staleBytes"])
+        age.add_metric([kernel_id], max(0.0, now - report.at))
+        counts: dict[tuple[str, str], int] = {}
+        sizes: dict[str, int] = {}
+        for finding in report.body["findings"]:
+            key = (finding["kind"], finding["severity"])
+            counts[key] = counts.get(key, 0) + 1
+            sizes[finding["kind"]] = sizes.get(finding["kind"], 0) + finding["bytes"]
+        for (kind, severity), n in sorted(counts.items()):
+            count.add_metric([kernel_id, kind, severity], n)
+        for kind, size in sorted(sizes.items()):
+            held.add_metric([kernel_id, kind], size)
+    return [stale, count, held, age]
 
 
 @dataclass
@@ -485,7 +540,9 @@ class GpuHygieneMetricsHandler(APIHandler):
         activity.watch(self.kernel_manager, [k["id"] for k in answer["kernels"]])
         # NVML calls may take a while (a GPU without persistence mode): off the event loop
         reading = await asyncio.get_running_loop().run_in_executor(None, nvml.read)
-        body = exposition(metric_families(answer, reading, settings, time.time(), activity))
+        reports: FindingsReports = self.settings["gpu_hygiene_findings"]
+        families = metric_families(answer, reading, settings, time.time(), activity, reports)
+        body = exposition(families)
         self.set_header("Content-Type", CONTENT_TYPE_LATEST)
         self.set_header("Cache-Control", "no-store")
         self.finish(body)

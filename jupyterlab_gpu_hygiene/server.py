@@ -149,7 +149,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     """Registers the handlers on the server's web application, under its ``base_url``: the
     kernels and the Prometheus metrics (``metrics.py``, with its ``GpuHygieneMetrics`` settings
     read from the server's config)."""
-    from . import metrics  # imports this module: loaded here, not at the top
+    from . import findings, metrics  # import this module: loaded here, not at the top
 
     web_app = serverapp.web_app
     base_url = web_app.settings["base_url"]
@@ -157,6 +157,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     web_app.settings["gpu_hygiene_nvml"] = metrics.Nvml()
     activity = metrics.ExecutionActivity()
     web_app.settings["gpu_hygiene_activity"] = activity
+    web_app.settings["gpu_hygiene_findings"] = findings.FindingsReports()
     # the kernels are watched from their start, not from the first scrape: every 10 s
     kernel_manager = serverapp.kernel_manager
 
@@ -192,6 +193,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         [
             *handlers(base_url),
             (url_path_join(base_url, *metrics.ROUTE), metrics.GpuHygieneMetricsHandler),
+            *findings.handlers(base_url),
         ],
     )
     for route in (ROUTE, metrics.ROUTE):

@@ -67,6 +67,19 @@ const monitorPlugin: JupyterFrontEndPlugin<IGpuMonitor> = {
     void monitor.loadSettings(registry, MONITOR_PLUGIN).catch(reason => {
       console.error('jupyterlab-gpu-hygiene: could not load settings', reason);
     });
+    // each kernel's findings for the server's Prometheus metrics (issue 25):
+    // its chunk loads with the first kernel, off JupyterLab's start path
+    const startReporter = () => {
+      monitor.modelAdded.disconnect(startReporter);
+      void import('./server-findings').then(
+        ({ FindingsReporter }) =>
+          new FindingsReporter({
+            monitor,
+            serverSettings: app.serviceManager.serverSettings
+          })
+      );
+    };
+    monitor.modelAdded.connect(startReporter);
     return monitor;
   }
 };

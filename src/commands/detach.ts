@@ -16,7 +16,10 @@ import { CommandIDs } from '../tokens';
 import { graphArgs } from './args';
 import type { ICommandContext } from './context';
 import { asCode } from './confirm';
-import { insertWithReceipt, type IReceipt } from './receipt';
+import type { IReceipt } from './receipt';
+
+/** The receipt's module (with the toasts' texts it uses): loaded when a fix runs, off JupyterLab's start path. */
+const receiptModule = () => import('./receipt');
 
 /** The kernel model's notebook and the graph holder named by `args.name`. */
 function graphTarget(
@@ -135,7 +138,9 @@ export function addDetachCommand(ctx: ICommandContext): void {
       if (!(await confirmDetach(ctx, graph, outputs, code))) {
         return false;
       }
-      await insertWithReceipt(
+      await (
+        await receiptModule()
+      ).insertWithReceipt(
         ctx,
         model,
         panel,

@@ -17,8 +17,10 @@ import { CommandIDs } from '../tokens';
 import { dropTrainerArgs } from './args';
 import type { ICommandContext } from './context';
 import { asCode } from './confirm';
-import { insertWithReceipt } from './receipt';
 import { modelGone, modelTarget } from './model-actions';
+
+/** The receipt's module (with the toasts' texts it uses): loaded when a fix runs, off JupyterLab's start path. */
+const receiptModule = () => import('./receipt');
 
 /**
  * The variable whose finished Ultralytics trainer the drop-trainer command
@@ -100,7 +102,9 @@ export function addTrainerCommand(ctx: ICommandContext): void {
       if (!(await confirmDrop(ctx, name, held, bytes, code))) {
         return false;
       }
-      await insertWithReceipt(
+      await (
+        await receiptModule()
+      ).insertWithReceipt(
         ctx,
         ctx.modelFor(args),
         panel,

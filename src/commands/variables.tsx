@@ -24,7 +24,9 @@ import { variableArgs } from './args';
 import type { ICommandContext } from './context';
 import * as React from 'react';
 import { asCode, confirmBody, withCode } from './confirm';
-import { insertWithReceipt } from './receipt';
+
+/** The receipt's module (with the toasts' texts it uses): loaded when a fix runs, off JupyterLab's start path. */
+const receiptModule = () => import('./receipt');
 
 /**
  * The kernel model's notebook, the variable root named by `args.name`, the
@@ -150,7 +152,9 @@ async function deleteVariable(
     return false;
   }
   const plain = [root.name, ...also.map(r => r.name)];
-  await insertWithReceipt(
+  await (
+    await receiptModule()
+  ).insertWithReceipt(
     ctx,
     model,
     panel,
@@ -247,7 +251,9 @@ function addMoveToCpu(ctx: ICommandContext): void {
       if (choice === null) {
         return false;
       }
-      await insertWithReceipt(
+      await (
+        await receiptModule()
+      ).insertWithReceipt(
         ctx,
         model,
         panel,

@@ -4,6 +4,9 @@
   its ``kernel_info`` and ``kernel_idle_seconds``, the scrape parses with
   ``prometheus_client.parser``, notebook paths appear only with
   ``--GpuHygieneMetrics.notebook_paths=True``, and a request without the token is refused.
+- The findings a page reports for a kernel (``PUT .../kernels/<id>/findings``, ``findings.py``)
+  come back in the scrape by kind and severity with their age; a malformed report is refused
+  (400), so is one for a kernel the server does not run (404) or without the token (403).
 - The culler (``--GpuHygieneMetrics.cull_idle_holding=True``) in a real server whose NVML is
   the fake of ``test/agent/fake_nvml`` (no driver here; it lists the kernels' pids with the
   amounts the test writes): an idle kernel holding VRAM is shut down, one that runs code is not,
@@ -29,6 +32,7 @@ from test_server_extension import (
     ROOT,
     TOKEN,
     jupyter_env,
+    request,
     start_with_kernels,
     stop_and_reap,
 )
@@ -177,6 +181,80 @@ def test_idle_counts_code_runs_not_comm_traffic(servers):
         assert idle() < 1.5
     finally:
         client.stop_channels()
+
+
+REPORT = {
+    "staleBytes": 12 * MiB,
+    "findings": [
+        {"kind": "stale-model", "severity": "warning", "bytes": 12 * MiB},
+        {"kind": "graph-holder", "severity": "warning", "bytes": 2048 * MiB},
+        {"kind": "graph-holder", "severity": "info", "bytes": 3 * MiB},
+        {"kind": "cuda-context", "severity": "info", "bytes": 518 * MiB},
+    ],
+}
+
+
+def put_findings(server, kernel_id, body, token=TOKEN):
+    return request(
+        f"{server.base}gpu-hygiene/kernels/{kernel_id}/findings", "PUT", body, token=token
+    )
+
+
+def test_a_pages_findings_report_reaches_the_scrape(servers):
+    server = servers[0]
+    kernel_id = server.session_kernel
+    status, _ = put_findings(server, kernel_id, REPORT)
+    assert status == 204
+    found = samples(scrape(server)[1])
+    assert found["kernel_stale_bytes"] == [({"kernel_id": kernel_id}, 12 * MiB)]
+    counts = {(lab["kind"], lab["severity"]): v for lab, v in found["kernel_findings"]}
+    assert counts == {
+        ("cuda-context", "info"): 1,
+        ("graph-holder", "info"): 1,
+        ("graph-holder", "warning"): 1,
+        ("stale-model", "warning"): 1,
+    }
+    held = {lab["kind"]: v for lab, v in found["kernel_finding_bytes"]}
+    assert held == {"cuda-context": 518 * MiB, "graph-holder": 2051 * MiB, "stale-model": 12 * MiB}
+    [(labels, age)] = found["kernel_findings_age_seconds"]
+    assert labels == {"kernel_id": kernel_id} and 0 <= age < 30
+    # the other kernel was reported by no page: nothing said of it, not "nothing found"
+    assert all(lab["kernel_id"] == kernel_id for lab, _ in found["kernel_findings"])
+    # a later report replaces the earlier one
+    assert put_findings(server, kernel_id, {"staleBytes": 0, "findings": []})[0] == 204
+    found = samples(scrape(server)[1])
+    assert found["kernel_stale_bytes"] == [({"kernel_id": kernel_id}, 0)]
+    assert "kernel_findings" not in found
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"findings": []},
+        {"staleBytes": -1, "findings": []},
+        {"staleBytes": 0, "findings": [{"kind": "Bad Kind", "severity": "info", "bytes": 1}]},
+        {"staleBytes": 0, "findings": [{"kind": "x", "severity": "fatal", "bytes": 1}]},
+        {"staleBytes": 0, "findings": [], "extra": 1},
+        {"staleBytes": 0, "findings": [{"kind": "x", "severity": "info", "bytes": 1}] * 201},
+        [1, 2],
+    ],
+    ids=["no staleBytes", "negative", "kind", "severity", "extra", "too many", "a list"],
+)
+def test_a_malformed_report_is_refused_and_keeps_the_last(servers, body):
+    server = servers[1]
+    kernel_id = server.session_kernel
+    assert put_findings(server, kernel_id, REPORT)[0] == 204
+    status, answer = put_findings(server, kernel_id, body)
+    assert status == 400 and "message" in (answer or {}), answer
+    found = samples(scrape(server)[1])
+    assert found["kernel_stale_bytes"] == [({"kernel_id": kernel_id}, 12 * MiB)]
+
+
+def test_a_report_for_another_kernel_or_without_the_token_is_refused(servers):
+    server = servers[0]
+    missing = "00000000-0000-0000-0000-000000000000"
+    assert put_findings(server, missing, REPORT)[0] == 404
+    assert put_findings(server, server.session_kernel, REPORT, token=None)[0] == 403
 
 
 def fake_nvml(path, pids):
