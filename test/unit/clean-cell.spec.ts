@@ -380,7 +380,7 @@ describe('output-cache entries holding CUDA tensors (issue 17, item 3)', () => {
     const code = generateCleanCell(planClean(withOutputs()));
     // three lines of description: the model, then the cache cell by cell
     expect(comments(code)).toContain(
-      "Frees YOLO (yolov8n.yaml), 12.1 MiB (Out[2], _2, __); cell [4], a recent cell's _: 96.0 MiB on cuda:0, 3 tensor(s)."
+      "Frees YOLO (yolov8n.yaml), 12.1 MiB (Out[2], _2, __); cell [4], a recent cell's _: 96.0 MiB on cuda:0, 3 tensors."
     );
     expect(code).toContain(
       'me="_gpu_hygiene_clear_gpu", out_keys=(2, 4), copies=("_",)):'

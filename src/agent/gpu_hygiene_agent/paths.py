@@ -69,12 +69,20 @@ def edge_label(parent, child, grand):
 
 def slot_label(parent, child):
     """``.name`` of the ``__slots__`` attribute of ``parent`` that holds ``child``, or None.
-    Each slot is read through its member descriptor of the class's own namespace (C code: no
-    property, ``__getattr__`` or ``__getattribute__`` of the user's runs)."""
+    Only the classes of its MRO that declare ``__slots__`` (a str, tuple or list of names in
+    their own namespace) are looked at; each slot is read through its member descriptor (C
+    code: no property, ``__getattr__`` or ``__getattribute__`` of the user's runs)."""
     scanned = 0
     for klass in peek.mro(type(parent)):
-        for name, entry in list(peek.class_dict(klass).items()):
-            if type(entry) is not peek.MEMBER or type(name) is not str:
+        namespace = peek.class_dict(klass)
+        names = namespace.get("__slots__")
+        if type(names) is str:
+            names = (names,)
+        elif type(names) is not tuple and type(names) is not list:
+            continue
+        for name in names:
+            entry = namespace.get(name) if type(name) is str else None
+            if type(entry) is not peek.MEMBER:
                 continue
             scanned += 1
             if scanned > MAX_LABEL_SCAN:

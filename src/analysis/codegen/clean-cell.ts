@@ -297,7 +297,7 @@ function largest(list: ReadonlyArray<Record<string, number>>) {
  * What the output cache frees: the planned cells and hidden copies, then
  * their bytes (per root its own, `sole`; per cell the largest of its names)
  * and tensors — `cells [3], [4], hidden copy _2: 12.0 MiB on cuda:0, 4
- * tensor(s)` — and the same in short (`the output cache's 12.0 MiB on
+ * tensors` — and the same in short (`the output cache's 12.0 MiB on
  * cuda:0`); none without outputs.
  */
 function describeOutputs(outputs: ReadonlyArray<IRootBytes>): string[] {
@@ -345,7 +345,9 @@ function describeOutputs(outputs: ReadonlyArray<IRootBytes>): string[] {
     ...(recent.length ? [`a recent cell's ${someNames(recent, 20)}`] : [])
   ];
   const what = outputs.some(r => r.models) ? 'models, ' : '';
-  const count = tensors ? `, ${what}${tensors} tensor(s)` : '';
+  const count = tensors
+    ? `, ${what}${tensors} ${tensors === 1 ? 'tensor' : 'tensors'}`
+    : '';
   return [
     commentSafe(`${where.join(', ')}: ${formatPlacement(total)}${count}`, 160),
     `the output cache's ${formatPlacement(total)}`
