@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 
 import jsonschema
+from jsonschema.exceptions import best_match
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
@@ -60,6 +61,10 @@ SCHEMA = {
         },
     },
 }
+
+
+#: Built once (the schema is checked here, not at each request).
+VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 
 
 @dataclass
@@ -104,11 +109,11 @@ class FindingsReportHandler(APIHandler):
             raise web.HTTPError(404, f"no kernel {kernel_id} on this server")
         try:
             body = json.loads(self.request.body or b"null")
-            jsonschema.validate(body, SCHEMA)
+            problem = best_match(VALIDATOR.iter_errors(body))
         except ValueError as error:
             raise web.HTTPError(400, f"not JSON: {error}") from None
-        except jsonschema.ValidationError as error:
-            raise web.HTTPError(400, f"not a findings report: {error.message}") from None
+        if problem is not None:
+            raise web.HTTPError(400, f"not a findings report: {problem.message}")
         self.settings["gpu_hygiene_findings"].put(kernel_id, body)
         self.set_status(204)
         self.finish()

@@ -465,6 +465,20 @@ def kernel_state(
     )
 
 
+def _ran_since(
+    kernel_manager: Any, activity: ExecutionActivity, kernel_id: str, now: float
+) -> bool:
+    """Whether the kernel is busy now, or ran code after ``now`` (epoch seconds), by the
+    kernel manager's state and the execution watch; a kernel that is gone counts as busy (it
+    is not shut down)."""
+    try:
+        state = kernel_manager.get_kernel(kernel_id).execution_state
+    except Exception:  # shut down meanwhile
+        return True
+    last = activity.last_execution(kernel_id)
+    return state == "busy" or (last is not None and last > now)
+
+
 async def cull_idle_holding(
     kernel_manager: Any,
     nvml: Nvml,
@@ -474,8 +488,9 @@ async def cull_idle_holding(
 ) -> list[str]:
     """Shut down every local kernel of ``kernel_manager`` that ``kernel_state`` flags as idle
     and holding VRAM (``GpuHygieneMetrics.cull_idle_holding``); returns their ids. Each one is
-    logged at warning level with its idle minutes and VRAM. A kernel that fails to shut down is
-    logged and left; nothing raises."""
+    looked at again right before its shutdown (``_ran_since``: busy, or a cell since the
+    listing, and it is kept) and logged at warning level with its idle minutes and VRAM. A
+    kernel that fails to shut down is logged and left; nothing raises."""
     if is_gateway(kernel_manager):
         return []
     answer = await kernels_answer(kernel_manager, None)
@@ -487,6 +502,8 @@ async def cull_idle_holding(
         state = kernel_state(row, reading, settings, now, activity)
         if not state.idle_holding:
             continue
+        if _ran_since(kernel_manager, activity, row["id"], now):
+            continue  # it started a cell while the others were listed or shut down
         held = sum(figure for _device, figure in state.vram)
         log.warning(
             "jupyterlab_gpu_hygiene: culling kernel %s: idle %.1f min, holding %.0f MiB of VRAM "

@@ -71,12 +71,17 @@ const monitorPlugin: JupyterFrontEndPlugin<IGpuMonitor> = {
     // its chunk loads with the first kernel, off JupyterLab's start path
     const startReporter = () => {
       monitor.modelAdded.disconnect(startReporter);
-      void import('./server-findings').then(
+      import('./server-findings').then(
         ({ FindingsReporter }) =>
           new FindingsReporter({
             monitor,
             serverSettings: app.serviceManager.serverSettings
-          })
+          }),
+        reason =>
+          console.warn(
+            'jupyterlab-gpu-hygiene: the findings reporter did not load; the server’s metrics get no findings from this page',
+            reason
+          )
       );
     };
     monitor.modelAdded.connect(startReporter);

@@ -126,19 +126,20 @@ export class FindingsReporter implements IDisposable {
   }
 
   private async _report(model: GpuKernelModel): Promise<void> {
+    let rules: Awaited<ReturnType<typeof loadFindings>>;
+    try {
+      rules = await loadFindings();
+    } catch {
+      return; // the rules' chunk did not load: the next inventory tries again
+    }
+    // the inventory and the findings of one moment (read after the await)
     const inventory = model.inventory;
     if (!inventory || model.isDisposed || this._isDisposed) {
       return;
     }
-    let body: string;
-    try {
-      const rules = await loadFindings();
-      body = JSON.stringify(
-        findingsReport(inventory, rules.findings(rules.factsOf(model)))
-      );
-    } catch {
-      return; // the rules' chunk did not load: the next inventory tries again
-    }
+    const body = JSON.stringify(
+      findingsReport(inventory, rules.findings(rules.factsOf(model)))
+    );
     const kernelId = model.kernelId;
     if (this._last.get(kernelId) === body) {
       return;
@@ -149,8 +150,9 @@ export class FindingsReporter implements IDisposable {
         { method: 'PUT', body },
         this._settings
       );
-      if (response.status === 404) {
-        this._refused.add(kernelId); // no endpoint, or a kernel of another server
+      if (response.status === 404 || response.status === 403) {
+        // no endpoint, a kernel of another server, or a user who may not write
+        this._refused.add(kernelId);
       } else if (response.ok) {
         this._last.set(kernelId, body);
       }

@@ -355,6 +355,27 @@ def test_sample_reads_the_utilisation_and_this_kernels_share(agent, fake_nvml):
     assert calls["nvmlDeviceGetUtilizationRates"] == 1 and errors == []
 
 
+def test_no_share_where_nvml_lists_other_pids_than_the_kernels(agent, fake_nvml, monkeypatch):
+    """In a container NVML's pids are of the host's namespace: torch holds memory on the device
+    but NVML lists no process with the kernel's pid (``processHidden``). Its samples list other
+    pids only, and "this kernel 0 %" would be made up: the share is None. (No CUDA here: torch's
+    allocator is faked, the way a kernel that allocated would answer.)"""
+    host = device(
+        [proc(4242, 900 * MiB)],
+        utilization=95,
+        processUtilization=[{"pid": 4242, "sm": 93}],
+    )
+    sampler = started(agent, fake_nvml, {"devices": [host]})
+    cuda = types.SimpleNamespace(device_count=lambda: 1)
+    monkeypatch.setattr(agent.devices, "torch_module", lambda: types.SimpleNamespace(cuda=cuda))
+    monkeypatch.setattr(agent.devices, "cuda_initialized", lambda torch: True)
+    monkeypatch.setattr(agent.devices, "allocated_reserved", lambda torch, i: (MiB, 2 * MiB))
+    monkeypatch.setattr(agent.devices, "allocator_limit", lambda torch, i, totals: None)
+    (entry,) = sampler.sample()
+    assert entry["processHidden"] is True and entry["process"] is None
+    assert (entry["utilization"], entry["processUtilization"]) == (95, None)
+
+
 MIG_GPU = {
     "name": "Fake A100",
     "uuid": "GPU-aaaa",

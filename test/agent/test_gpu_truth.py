@@ -414,14 +414,14 @@ def test_utilisation_while_a_cell_multiplies_matrices(session, check):
     mine = [d.get("processUtilization") for d in busy]
     smi_busy = [u for t, u in smi if started + 2 <= t <= ended]
     agent_median = statistics.median([u for u in util if u is not None] or [-1])
+    lowest = min((u for u in util if u is not None), default=None)
     smi_median = statistics.median(smi_busy or [-1])
     check.row(
         "29.4a GPU-Util while a cell multiplies 8192 x 8192 matrices for 10 s",
         "every busy sample has it; median >= 80 % and within 10 points of nvidia-smi's "
         "utilization.gpu polled meanwhile",
         f"{len(busy)} busy samples, {util.count(None)} without; agent median {agent_median} % "
-        f"(min {min(util, default=None)}); nvidia-smi median {smi_median} % over {len(smi_busy)}"
-        " reads",
+        f"(min {lowest}); nvidia-smi median {smi_median} % over {len(smi_busy)} reads",
         busy and None not in util and agent_median >= 80 and abs(agent_median - smi_median) <= 10,
     )
     shares = [u for u in mine if u is not None]

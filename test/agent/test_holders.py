@@ -11,7 +11,7 @@ from test_trained_model import FIXTURES, check_fixture
 pytestmark = [pytest.mark.timeout(240), pytest.mark.compat]
 
 MiB = 2**20
-# what test/unit/findings/model-copy.spec.ts reads of the EMA-copy inventories
+# what test/unit/findings/ema-copy.spec.ts reads of the EMA-copy inventories
 EMA_KEYS = ("models", "roots", "graphs", "owners", "keptErrors", "optimizers")
 
 

@@ -37,6 +37,7 @@ from test_server_extension import (
     stop_and_reap,
 )
 
+from jupyterlab_gpu_hygiene.findings import VALIDATOR
 from jupyterlab_gpu_hygiene.metrics import (
     PREFIX,
     GpuHygieneMetrics,
@@ -250,6 +251,16 @@ def test_a_malformed_report_is_refused_and_keeps_the_last(servers, body):
     assert found["kernel_stale_bytes"] == [({"kernel_id": kernel_id}, 12 * MiB)]
 
 
+def test_the_browsers_reports_fit_the_schema():
+    """The reports the browser's own code makes of two fixture inventories (written by
+    test/unit/server-findings.spec.ts) are what the server accepts."""
+    path = ROOT / "test" / "fixtures" / "findings_reports.json"
+    reports = json.loads(path.read_text(encoding="utf-8"))
+    assert len(reports) == 2 and any(r["findings"] for r in reports)
+    for report in reports:
+        assert list(VALIDATOR.iter_errors(report)) == []
+
+
 def test_a_report_for_another_kernel_or_without_the_token_is_refused(servers):
     server = servers[0]
     missing = "00000000-0000-0000-0000-000000000000"
@@ -302,10 +313,12 @@ def test_the_culler_shuts_down_idle_kernels_that_hold_vram(tmp_path):
         status, answer = server.get("gpu-hygiene/kernels")
         assert status == 200
         pids = [k["pid"] for k in answer["kernels"]]
-        fake_nvml(config, {pid: 200 * MiB for pid in pids})
         client.load_connection_file(str(server.info / f"kernel-{busy_id}.json"))
         client.start_channels()
+        client.wait_for_ready(timeout=60)
+        # the busy one runs code before either holds VRAM: never idle 3 s while it holds
         assert client.execute_interactive(CHATTER, timeout=30)["content"]["status"] == "ok"
+        fake_nvml(config, {pid: 200 * MiB for pid in pids})
 
         def listed():
             return {k["id"] for k in server.get("api/kernels")[1]}

@@ -3,6 +3,8 @@
  * the server extension for its Prometheus metrics (src/server-findings.ts).
  * The server is a fake `fetch` (its side: test/server/test_metrics.py).
  */
+import { readFileSync, writeFileSync } from 'fs';
+import { join } from 'path';
 import { ServerConnection } from '@jupyterlab/services';
 import { Signal } from '@lumino/signaling';
 import { findings, factsOf } from '../../src/analysis/findings';
@@ -100,6 +102,20 @@ describe('findingsReport', () => {
     );
   });
 
+  it('is the report the server’s schema accepts (test/fixtures/findings_reports.json, checked by test/server/test_metrics.py)', () => {
+    const reports = [c01Inventory(), c08Inventory()].map(inventory => {
+      const model = kernel('k1');
+      model.apply(inventory);
+      return findingsReport(model.inventory!, findings(factsOf(model)));
+    });
+    const text = JSON.stringify(reports, null, 1) + '\n';
+    const path = join(__dirname, '..', 'fixtures', 'findings_reports.json');
+    if (process.env.UPDATE_FIXTURES) {
+      writeFileSync(path, text);
+    }
+    expect(text).toBe(readFileSync(path, 'utf8'));
+  });
+
   it('encodes the kernel id into the URL', () => {
     expect(findingsReportUrl('http://h/base/', 'a b')).toBe(
       'http://h/base/gpu-hygiene/kernels/a%20b/findings'
@@ -167,6 +183,20 @@ describe('FindingsReporter', () => {
     model.apply(c01Inventory());
     await settle();
     expect(requests).toHaveLength(3);
+  });
+
+  it('asks no more where the user may not write to the kernels (403)', async () => {
+    const { settings, requests } = server(() => 403);
+    const model = kernel('k1');
+    new FindingsReporter({
+      monitor: monitorOf(model),
+      serverSettings: settings
+    });
+    model.apply(c01Inventory());
+    await settle();
+    model.apply(c08Inventory());
+    await settle();
+    expect(requests).toHaveLength(1);
   });
 
   it('reports a kernel whose inventory came before the reporter’s chunk loaded', async () => {

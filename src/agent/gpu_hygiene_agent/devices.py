@@ -387,6 +387,8 @@ class DeviceSampler:
                 if entry["process"] == 0 and entry["reserved"] > 0:
                     entry["process"] = None
                     entry["processHidden"] = True
+                    # NVML's pids are of another namespace: "0 %" would be made up
+                    entry["processUtilization"] = None
         for entry in devices.values():
             allocated, reserved, process = entry["allocated"], entry["reserved"], entry["process"]
             entry["cached"] = reserved - allocated if reserved is not None else None
@@ -429,7 +431,9 @@ class DeviceSampler:
         the device (``nvmlDeviceGetUtilizationRates``, what nvidia-smi shows as GPU-Util);
         ``processUtilization``: this process's SM share since the previous read, the mean of
         the samples ``nvmlDeviceGetProcessUtilization`` keeps for this pid (0 where it has
-        samples of other processes only; None where it has none at all). A driver without
+        samples of other processes only; None where it has none at all, or where NVML's pids
+        are of another namespace: ``sample`` sets it None with ``processHidden``; clamped to
+        0..100). A driver without
         them (a MIG instance, an old GPU) is not asked again; another failure goes to
         ``on_error``."""
         unsupported = (
@@ -437,7 +441,8 @@ class DeviceSampler:
             getattr(nvml, "NVML_ERROR_FUNCTION_NOT_FOUND", NVML_ERROR_FUNCTION_NOT_FOUND),
         )
         try:
-            entry["utilization"] = int(nvml.nvmlDeviceGetUtilizationRates(device.handle).gpu)
+            rate = int(nvml.nvmlDeviceGetUtilizationRates(device.handle).gpu)
+            entry["utilization"] = min(100, max(0, rate))
         except Exception as exc:
             if isinstance(exc, AttributeError) or getattr(exc, "value", None) in unsupported:
                 self._no_utilization.add(device.index)
@@ -463,4 +468,5 @@ class DeviceSampler:
             if item.pid == self.pid and stamp > since:
                 mine.append(int(item.smUtil))
         self._utilization_seen[device.index] = latest
-        entry["processUtilization"] = round(sum(mine) / len(mine)) if mine else 0
+        share = round(sum(mine) / len(mine)) if mine else 0
+        entry["processUtilization"] = min(100, max(0, share))
