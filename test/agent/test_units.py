@@ -1,6 +1,7 @@
 """In-process checks of the agent's pure parts and of the clean-cell template (no kernel)."""
 
 import ast
+import collections
 import re
 import sys
 
@@ -175,6 +176,21 @@ def test_edge_labels_name_each_hop_without_running_user_code(agent):
     assert agent.paths.edge_label((child,), child, None) == "[0]"
     assert agent.paths.edge_label({child}, child, None) == "{\u2026}"
     assert agent.paths.edge_label(object(), child, None) == "<ref>"
+    # a dict subclass is searched too, through dict's own method, never its overrides
+    # (an optimizer's state: a defaultdict keyed by parameter)
+
+    class Hostile(dict):
+        def items(self):
+            raise AssertionError("the agent ran user code")
+
+        def __iter__(self):
+            raise AssertionError("the agent ran user code")
+
+    state = collections.defaultdict(dict)
+    key = object()
+    state[key] = child
+    assert agent.paths.edge_label(state, child, None) == "[<object>]"
+    assert agent.paths.edge_label(Hostile(w=child), child, None) == "['w']"
 
 
 def test_a_finished_frame_names_its_locals(agent):

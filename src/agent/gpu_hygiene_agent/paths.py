@@ -27,9 +27,11 @@ def edge_label(parent, child, grand):
     containers are searched by identity, attributes read from ``__dict__``."""
     cls = type(parent)
     try:
-        if cls is dict:
+        if cls is dict or peek.is_sub(cls, dict):
+            # a dict subclass (an optimizer's state is a defaultdict keyed by parameter) is
+            # read through dict's own C method: no items()/__iter__ of a subclass runs
             is_attrs = grand is not None and vars_of(grand) is parent
-            for key, value in itertools.islice(parent.items(), MAX_LABEL_SCAN):
+            for key, value in itertools.islice(dict.items(parent), MAX_LABEL_SCAN):
                 if value is child:
                     if is_attrs and type(key) is str and _IDENTIFIER.match(key):
                         return "." + key
