@@ -74,6 +74,10 @@ LLM = "test/agent/test_llm_holders.py::"
 # name -> (title, tests); "{d}" is the device parameter. In the order they run (the longest and
 # the newest first, under --budget-s).
 CHECKS = {
+    "provenance": (
+        "24 live memory by cell and line",
+        ["test/agent/test_provenance.py::test_live_memory_by_cell_and_line[{d}]"],
+    ),
     "graphs": (
         "28.2 autograd graphs wherever they are held",
         [

@@ -37,6 +37,7 @@ export class AgentConnection implements IDisposable {
     this._kernel = options.kernel;
     this._model = options.model;
     this._sampleIntervalMs = options.sampleIntervalMs;
+    this._provenance = options.provenance ?? false;
     this._onDropped = options.onDropped;
     this._liveness = new LivenessWatch({
       sampleIntervalMs: options.sampleIntervalMs,
@@ -103,6 +104,25 @@ export class AgentConnection implements IDisposable {
       type: 'configure',
       sampleIntervalMs
     });
+  }
+
+  /**
+   * Turn the recording of allocation stacks on or off (the setting
+   * `recordOrigins`); forwarded at once, with a fresh inventory asked for so
+   * the panel shows the change without waiting for a cell.
+   */
+  setProvenance(on: boolean): void {
+    if (on === this._provenance) {
+      return;
+    }
+    this._provenance = on;
+    this._send({
+      protocol: PROTOCOL_VERSION,
+      type: 'configure',
+      sampleIntervalMs: this._sampleIntervalMs,
+      provenance: on
+    });
+    this.requestInventory();
   }
 
   /** Ask the agent for an inventory now (ignored while not connected). */
@@ -310,7 +330,8 @@ export class AgentConnection implements IDisposable {
     comm.open({
       protocol: PROTOCOL_VERSION,
       type: 'configure',
-      sampleIntervalMs: this._sampleIntervalMs
+      sampleIntervalMs: this._sampleIntervalMs,
+      provenance: this._provenance
     });
   }
 
@@ -435,6 +456,7 @@ export class AgentConnection implements IDisposable {
   private _kernel: Kernel.IKernelConnection;
   private _model: GpuKernelModel;
   private _sampleIntervalMs: number;
+  private _provenance: boolean;
   private _onDropped?: (model: GpuKernelModel, reason: string) => void;
   private _comm: Kernel.IComm | null = null;
   private _chunk: IAgentChunk | null = null;
@@ -458,6 +480,8 @@ export namespace AgentConnection {
     model: GpuKernelModel;
     /** Sampler period, milliseconds. */
     sampleIntervalMs: number;
+    /** Record which cell and line allocated live CUDA memory (default false). */
+    provenance?: boolean;
     /** Called for each kernel message dropped by validation. */
     onDropped?: (model: GpuKernelModel, reason: string) => void;
   }

@@ -176,12 +176,17 @@ const commandsPlugin: JupyterFrontEndPlugin<void> = {
     for (const command of [
       CommandIDs.clean,
       CommandIDs.restartKernel,
-      CommandIDs.shutdownKernel
+      CommandIDs.shutdownKernel,
+      CommandIDs.recordOrigins
     ]) {
       palette?.addItem({ command, category, args: { isPalette: true } });
     }
     mainMenu?.kernelMenu.addGroup(
-      [{ command: CommandIDs.clean }, { command: CommandIDs.restartKernel }],
+      [
+        { command: CommandIDs.clean },
+        { command: CommandIDs.restartKernel },
+        { command: CommandIDs.recordOrigins }
+      ],
       50
     );
     monitor.currentChanged.connect(() => app.commands.notifyCommandChanged());

@@ -103,6 +103,9 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
   ): Promise<void> {
     if (!this._settingObject) {
       this._settings = { ...this._settings, [key]: value };
+      for (const entry of this._entries.values()) {
+        entry.connection.setProvenance(this._settings.recordOrigins);
+      }
       this._settingsChanged.emit(this._settings);
       return;
     }
@@ -140,11 +143,13 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
     next.sampleIntervalMs = Math.max(250, Number(next.sampleIntervalMs));
     const intervalChanged =
       next.sampleIntervalMs !== this._settings.sampleIntervalMs;
+    next.recordOrigins = next.recordOrigins === true;
     this._settings = next;
     for (const entry of this._entries.values()) {
       if (intervalChanged) {
         entry.connection.configure(next.sampleIntervalMs);
       }
+      entry.connection.setProvenance(next.recordOrigins);
       entry.model.maxSamples = next.maxSamples;
     }
     this._settingsChanged.emit(next);
@@ -190,6 +195,7 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
       kernel,
       model,
       sampleIntervalMs: this._settings.sampleIntervalMs,
+      provenance: this._settings.recordOrigins,
       onDropped: this._onDropped
     });
     this._entries.set(kernel.id, { model, connection });

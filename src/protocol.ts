@@ -47,7 +47,7 @@ const deviceInfo = z.object({
 
 /** What the environment lacks that the agent degrades from (docs/protocol.md, Limits). */
 const limit = z.object({
-  area: z.enum(['holders', 'models', 'owners']),
+  area: z.enum(['holders', 'models', 'owners', 'provenance']),
   library: z.string().check(z.maxLength(200)),
   version: z.string().check(z.maxLength(200))
 });
@@ -182,6 +182,12 @@ const lastError = z.object({
   bytes: bytesPerDevice
 });
 
+/**
+ * Where a root's bytes were allocated (agent 0.14.0, with provenance on):
+ * `group` indexes the inventory's `provenance.groups`.
+ */
+const rootOrigin = z.object({ group: count, bytes });
+
 const rootBytes = z.object({
   kind: rootKind,
   name: shortText,
@@ -197,7 +203,9 @@ const rootBytes = z.object({
    * inventory was built; Move to CPU… or Delete… acts on the name only while it still holds
    * that object.
    */
-  valueId: z.optional(valueId)
+  valueId: z.optional(valueId),
+  /** Its largest origins, at most 3 (agent 0.14.0, provenance on). */
+  origins: z.optional(z.array(rootOrigin).check(z.maxLength(100)))
 });
 
 const tensorInfo = z.object({
@@ -364,6 +372,56 @@ const strandedOptimizer = z.object({
   valueId: z.optional(valueId)
 });
 
+/**
+ * One origin of live CUDA memory: the blocks allocated from one source line.
+ * `kind` "cell": `cell` is the execution count of the cell whose code made
+ * them (`line` 1-based in it; `via` the cell that ran that code, when
+ * another); "other": no notebook cell on the stack (`file`, `line`, `name`).
+ */
+const provenanceGroup = z.object({
+  device: count,
+  kind: z.enum(['cell', 'other']),
+  cell: z.nullable(count),
+  /** The notebook cell's id that ran as `cell` (pre_run_cell's cell_id), when known. */
+  cellId: z.optional(z.nullable(shortText)),
+  /** Other execution counts that ran the very same cell text (one file for all). */
+  sameCode: z.optional(z.nullable(z.array(count).check(z.maxLength(100)))),
+  line: z.nullable(count),
+  file: z.nullable(shortText),
+  name: shortText,
+  via: z.nullable(z.object({ cell: count, line: z.nullable(count) })),
+  text: z.nullable(shortText),
+  bytes,
+  blocks: count
+});
+
+/**
+ * Live CUDA memory by origin (agent 0.14.0; present only while the browser
+ * asks for it, `configure.provenance`). Bytes are the allocator's block
+ * sizes, as `torch.cuda.memory_allocated()` counts them; `since` is the first
+ * cell run while recording (earlier blocks are `untraced`); `reason` says why
+ * nothing is recorded: "torch" not imported, "cuda" not used yet,
+ * "unsupported" by this torch (`error`); `costMs` is this read's cost.
+ */
+const provenance = z.object({
+  recording: z.boolean(),
+  since: z.nullable(count),
+  reason: z.nullable(z.enum(['torch', 'cuda', 'unsupported'])),
+  error: z.optional(shortText),
+  /** The user's code started the recording: read, never changed by the agent. */
+  byUser: z.optional(z.boolean()),
+  groups: z.optional(z.array(provenanceGroup).check(z.maxLength(1000))),
+  liveBytes: z.optional(bytes),
+  liveBlocks: z.optional(count),
+  read: z.optional(count),
+  skipped: z.optional(count),
+  skippedBytes: z.optional(bytes),
+  untracedBytes: z.optional(bytes),
+  untracedBlocks: z.optional(count),
+  truncated: z.optional(count),
+  costMs: z.optional(z.number().check(z.minimum(0)))
+});
+
 const inventory = z.object({
   ...envelope,
   type: z.literal('inventory'),
@@ -407,7 +465,8 @@ const inventory = z.object({
    */
   namespace: z.optional(
     z.object({ names: count, read: count, roots: count, cycle: count })
-  )
+  ),
+  provenance: z.optional(provenance)
 });
 
 const beforeAfter = z.object({ before: bytes, after: bytes });
@@ -595,6 +654,12 @@ export type RootKind = IHolder['kind'];
  * that do not report them.
  */
 export type IRootBytes = z.infer<typeof rootBytes>;
+
+/** Live CUDA memory by origin (`inventory.provenance`, agent 0.14.0). */
+export type IProvenance = z.infer<typeof provenance>;
+
+/** One origin of live CUDA memory (`provenance.groups`). */
+export type IProvenanceGroup = z.infer<typeof provenanceGroup>;
 /** A large tensor (≥ 1 MiB) outside any model; `bytes` of its storage. */
 export type ITensorInfo = z.infer<typeof tensorInfo>;
 /**
@@ -732,6 +797,11 @@ export interface IConfigureMessage {
   type: 'configure';
   /** Sampler period in milliseconds, at least 250. */
   sampleIntervalMs: number;
+  /**
+   * Record which cell and line allocated each live CUDA block (agent 0.14.0;
+   * an older agent ignores it): inventories then carry `provenance`.
+   */
+  provenance?: boolean;
 }
 
 /** Browser → kernel: ask for an inventory now. */

@@ -57,6 +57,16 @@ export namespace CommandIDs {
    */
   export const dropTrainer = 'gpu-hygiene:drop-trainer';
   /**
+   * Toggle the `recordOrigins` setting: record which cell and line
+   * allocated each live CUDA block (the VRAM panel's origins).
+   */
+  export const recordOrigins = 'gpu-hygiene:record-origins';
+  /**
+   * Select the cell of an execution count (args `cell`, `line`, `kernelId`)
+   * in the kernel's notebook, the cursor on the line: the origins' links.
+   */
+  export const goToOrigin = 'gpu-hygiene:go-to-origin';
+  /**
    * Ask, then shut down one kernel of this server with JupyterLab's kernel
    * manager (args: `kernelId`, a kernel id from the server's
    * `gpu-hygiene/kernels` answer; without it the dialog lets the user choose
@@ -110,6 +120,13 @@ export interface IGpuSettings {
    * them) and of the gauge's count (`splitAtFloor`). Default 1; 0 lists all.
    */
   findingFloorMiB: number;
+  /**
+   * Record which notebook cell and line allocated each live CUDA block
+   * (PyTorch's allocation-stack recording, turned on in each kernel once its
+   * code has used CUDA); the VRAM panel shows "Live CUDA memory by origin".
+   * Off by default: it costs every CUDA allocation (docs/benchmarks.md).
+   */
+  recordOrigins: boolean;
 }
 
 /** Defaults, identical to schema/plugin.json. */
@@ -127,7 +144,8 @@ export const DEFAULT_SETTINGS: IGpuSettings = {
   warnOnGraphHolders: true,
   warnOnFindings: true,
   toastMinMiB: 1,
-  findingFloorMiB: 1
+  findingFloorMiB: 1,
+  recordOrigins: false
 };
 
 /**

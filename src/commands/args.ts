@@ -81,6 +81,27 @@ export const dropTrainerArgs = described(
   ['modelId']
 );
 
+/** A number property of a command's arguments. */
+const numberArg = (description: string) => ({ type: 'number', description });
+
+/** Arguments of Go to Origin: an execution count and a line in that cell. */
+export const originArgs = {
+  args: {
+    type: 'object',
+    properties: {
+      cell: numberArg('Execution count of the cell to select'),
+      line: numberArg('1-based line of that cell to put the cursor on'),
+      cellId: {
+        type: 'string',
+        description:
+          'The notebook cell id the kernel saw run (preferred over the count)'
+      },
+      kernelId
+    },
+    required: ['cell']
+  }
+} as const;
+
 /** Arguments of the shut-down command: a kernel of the server's answer. */
 export const shutdownArgs = described({
   kernelId: text(

@@ -12,6 +12,7 @@ import { commandContext, type ICommandDeps } from './context';
 import { addDetachCommand } from './detach';
 import { addInterruptCommand } from './interrupt';
 import { addModelCommands } from './model-actions';
+import { addOriginCommands } from './go-to-origin';
 import { addRestartCommand } from './restart';
 import { addShutdownCommand } from './shutdown';
 import { addTrainerCommand } from './drop-trainer';
@@ -38,4 +39,5 @@ export function addCommands(deps: ICommandDeps): void {
   addShutdownCommand(ctx);
   addRestartCommand(ctx);
   addInterruptCommand(ctx);
+  addOriginCommands(ctx);
 }

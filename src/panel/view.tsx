@@ -14,6 +14,12 @@ import {
 } from '../analysis/processes/device-processes';
 import { formatBytes } from '../analysis/format';
 import { DEFAULT_HOLDER_SORT, IHolderSort } from '../analysis/memory/holders';
+import {
+  originsView,
+  RECORDING_COST,
+  type IRecordingCost,
+  type OriginsView
+} from '../analysis/memory/origins';
 import type { GpuKernelModel } from '../model';
 import { gpuProcessesOf } from '../other-kernels';
 import { CommandIDs, IGpuMonitor, IGpuSettings } from '../tokens';
@@ -27,6 +33,7 @@ import {
   IGpuProcessesTableProps
 } from './tables/gpu-process-table';
 import { GraphsTable } from './tables/graph-table';
+import { type OnGo, OriginsSection } from './tables/origin-table';
 import { HoldersTable } from './tables/holder-table';
 import { RootsTable } from './tables/root-table';
 // The views' styles load with them (style/index.css holds what the start path needs).
@@ -63,12 +70,26 @@ export interface IPanelContentProps {
   onFix?: (finding: IFinding) => void;
   /** The tooltip of a finding's fix button (its command's caption). */
   fixCaption?: (finding: IFinding) => string;
+  /** A link to the cell (execution count) and line an origin names. */
+  onOrigin?: OnGo;
   /**
    * The "On this GPU" section (every process NVML lists on the device
    * shown): the table's props but the device and translations; without it,
    * or on a kernel without a GPU, there is no such section.
    */
   onThisGpu?: Omit<IGpuProcessesTableProps, 'device' | 'trans'>;
+  /**
+   * "Live CUDA memory by origin": the agent's provenance for the device
+   * shown, the `recordOrigins` setting, its toggle, the cell links and the
+   * measured cost of recording; without it, no such section.
+   */
+  origins?: {
+    view: OriginsView;
+    on: boolean;
+    onToggle: (on: boolean) => void;
+    onGo: OnGo;
+    cost?: IRecordingCost;
+  };
   trans: TranslationBundle;
   /** Fixed chart size (tests). */
   chartSize?: { width: number; height: number };
@@ -305,6 +326,7 @@ export function FindingsSection(props: {
   floorMiB: number;
   onFix: (finding: IFinding) => void;
   captionOf?: (finding: IFinding) => string;
+  onOrigin?: OnGo;
   trans: TranslationBundle;
 }): JSX.Element | null {
   const { findings, small, trans } = props;
@@ -320,6 +342,7 @@ export function FindingsSection(props: {
         findings={findings}
         onFix={props.onFix}
         captionOf={props.captionOf}
+        onOrigin={props.onOrigin}
         trans={trans}
       />
       {small.length > 0 && (
@@ -351,6 +374,7 @@ export function FindingsSection(props: {
             findings={small}
             onFix={props.onFix}
             captionOf={props.captionOf}
+            onOrigin={props.onOrigin}
             trans={trans}
           />
         </div>
@@ -388,6 +412,7 @@ export function PanelContent(props: IPanelContentProps): JSX.Element {
         floorMiB={props.settings.findingFloorMiB}
         onFix={props.onFix ?? (() => undefined)}
         captionOf={props.fixCaption}
+        onOrigin={props.onOrigin}
         trans={trans}
       />
       <ChartSection {...props} waiting={waiting} />
@@ -400,6 +425,13 @@ export function PanelContent(props: IPanelContentProps): JSX.Element {
         trans={trans}
       />
       <HoldersSection {...props} />
+      {props.origins && (data.gpu || props.origins.view.state !== 'off') && (
+        <OriginsSection
+          {...props.origins}
+          device={`cuda:${data.device}`}
+          trans={trans}
+        />
+      )}
       {props.onThisGpu && (data.gpu || props.onThisGpu.join) && (
         <>
           <h3 className="jp-GpuHygiene-heading">{trans.__('On this GPU')}</h3>
@@ -427,7 +459,7 @@ function kernelActions(
   kernelId: string
 ): Pick<
   IPanelContentProps,
-  'onFree' | 'onDelete' | 'onFixGraph' | 'fixCaption' | 'onFix'
+  'onFree' | 'onDelete' | 'onFixGraph' | 'fixCaption' | 'onFix' | 'onOrigin'
 > {
   return {
     onFree: modelId =>
@@ -445,7 +477,14 @@ function kernelActions(
       if (command) {
         void commands.execute(command.id, command.args);
       }
-    }
+    },
+    onOrigin: (cell, line, cellId) =>
+      void commands.execute(CommandIDs.goToOrigin, {
+        kernelId,
+        cell,
+        ...(line !== null ? { line } : {}),
+        ...(cellId !== null ? { cellId } : {})
+      })
   };
 }
 
@@ -473,6 +512,29 @@ function onThisGpuProps(
       commands.hasCommand(CommandIDs.shutdownKernel)
         ? commands.caption(CommandIDs.shutdownKernel, { kernelId: id })
         : ''
+  };
+}
+
+/** The "Live CUDA memory by origin" section's props for `model`. */
+function originsProps(
+  model: GpuKernelModel,
+  monitor: IGpuMonitor,
+  commands: CommandRegistry,
+  on: boolean,
+  device: number | null
+): NonNullable<IPanelContentProps['origins']> {
+  return {
+    view: originsView(model.inventory, device ?? 0),
+    on,
+    onToggle: value => void monitor.setSetting('recordOrigins', value),
+    onGo: (cell, line, cellId) =>
+      void commands.execute(CommandIDs.goToOrigin, {
+        kernelId: model.kernelId,
+        cell,
+        ...(line !== null ? { line } : {}),
+        ...(cellId !== null ? { cellId } : {})
+      }),
+    cost: RECORDING_COST
   };
 }
 
@@ -518,6 +580,13 @@ function KernelView(props: {
                     commands,
                     processSort,
                     setProcessSort
+                  )}
+                  origins={originsProps(
+                    model,
+                    monitor,
+                    commands,
+                    (settings ?? monitor.settings).recordOrigins,
+                    device
                   )}
                   trans={trans}
                 />

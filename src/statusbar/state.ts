@@ -186,6 +186,12 @@ export function limitLine(limit: ILimit, trans: TranslationBundle): string {
         limit.library,
         limit.version
       );
+    case 'provenance':
+      return trans.__(
+        'No allocation origins: %1 %2 did not record allocation stacks',
+        limit.library,
+        limit.version
+      );
   }
 }
 

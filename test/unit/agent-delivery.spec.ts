@@ -117,7 +117,12 @@ describe('agent delivery from its lazily loaded chunk', () => {
     expect(comms).toHaveLength(1);
     expect(comms[0].afterExecutes).toBe(1);
     expect(comms[0].opened).toEqual([
-      { protocol: 2, type: 'configure', sampleIntervalMs: 1000 }
+      {
+        protocol: 2,
+        type: 'configure',
+        sampleIntervalMs: 1000,
+        provenance: false
+      }
     ]);
     connection.dispose();
   });

@@ -70,7 +70,12 @@ describe('AgentConnection validation', () => {
     }
     const [comm] = comms;
     expect(comm.opened).toEqual([
-      { protocol: 2, type: 'configure', sampleIntervalMs: 1000 }
+      {
+        protocol: 2,
+        type: 'configure',
+        sampleIntervalMs: 1000,
+        provenance: false
+      }
     ]);
     const send = (data: unknown) => comm.onMsg?.({ content: { data } });
 

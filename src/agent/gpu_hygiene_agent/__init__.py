@@ -50,6 +50,7 @@ MODULES = (
     "degrade",
     "progress",
     "storage",
+    "provenance",
     "tracker",
     "models",
     "paths",

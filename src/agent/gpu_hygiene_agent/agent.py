@@ -72,6 +72,7 @@ class Agent:
         self.stop_event = self.sampler.stop_event
         self.sample_seq = itertools.count(1)
         self.clean_snapshot = None
+        self.cell_id = None  # the running user cell's id, as pre_run_cell's info gives it
         self.progress = ProgressReader(self.tracker)  # the Ultralytics trainer's epoch
         self.pid = os.getpid()
         self.gpu_processes = GpuProcesses(self.pid)
@@ -130,13 +131,15 @@ class Agent:
             if self.comm_manager.targets.get(COMM_TARGET) == self.on_comm_open:
                 self.comm_manager.unregister_target(COMM_TARGET, self.on_comm_open)
         self.transport.close_all()
+        self.inventory.recorder.stop(torch_module())  # a recording this agent started
         self.inventory.collections.uninstall()
         self.tracker.stop()
         self.sampler.stop()
         self.devices.stop()
 
     def configure(self, config):
-        """Apply a ``configure`` body / loader config: ``sampleIntervalMs`` (int ms, min 250)."""
+        """Apply a ``configure`` body / loader config: ``sampleIntervalMs`` (int ms, min 250),
+        ``provenance`` (bool: record allocation stacks, ``provenance.Recorder``)."""
         if not config:
             return
         if not isinstance(config, dict):
@@ -147,6 +150,12 @@ class Agent:
                 raise ValueError(f"sampleIntervalMs must be a number, got {value!r}"[:200])
             self.sampler.interval_ms = max(MIN_INTERVAL_MS, int(value))
             self.sampler.wake()
+        if "provenance" in config:
+            value = config["provenance"]
+            if type(value) is not bool:
+                raise ValueError(f"provenance must be true or false, got {value!r}"[:200])
+            self.inventory.recorder.want(value)
+            self.update_recording()
 
     # ---- messaging
 
@@ -254,6 +263,9 @@ class Agent:
         self.progress.cell_started(threading.get_ident(), time.time())
         self.busy = True
         self.sampler.wake()
+        self.update_recording()
+        cell_id = getattr(info, "cell_id", None)  # ipykernel >= 6.? with a notebook front end
+        self.cell_id = cell_id if type(cell_id) is str else None
         raw = getattr(info, "raw_cell", None)
         self.clean_snapshot = None
         if isinstance(raw, str) and CLEAN_MARKER in raw and self.comms:
@@ -284,11 +296,13 @@ class Agent:
 
     def _after_cell(self, result):
         snapshot, self.clean_snapshot = self.clean_snapshot, None
+        self.update_recording()  # the cell may have been the first to use CUDA
+        count = getattr(result, "execution_count", None)
+        count = count if isinstance(count, int) and not isinstance(count, bool) else None
+        self.inventory.recorder.note_cell(self.shell, count, self.cell_id)
         if not self.comms:
             return
         self.ensure_tracking()
-        count = getattr(result, "execution_count", None)
-        count = count if isinstance(count, int) and not isinstance(count, bool) else None
         raw = getattr(getattr(result, "info", None), "raw_cell", None)
         message = self.build_inventory(
             count, reuse=snapshot is None, source=raw if type(raw) is str else None
@@ -327,6 +341,13 @@ class Agent:
                 del tops
         except Exception as exc:
             self.error("inventory", exc)
+
+    def update_recording(self):
+        """Start or stop recording allocation stacks as configured (``provenance``); the
+        cell it starts before is the shell's current execution count."""
+        count = getattr(self.shell, "execution_count", None)
+        count = count if type(count) is int else None
+        self.inventory.recorder.update(torch_module(), count)
 
     def ensure_tracking(self):
         """Start module tracking once torch has been imported (by the user)."""

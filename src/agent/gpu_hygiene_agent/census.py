@@ -8,7 +8,7 @@ and kept storages of each model (``collect_parts``), the bytes per root (``tally
 
 from typing import NamedTuple
 
-from . import devices, errors, graphs, models, optimizers, owners, peek, rootbytes
+from . import devices, errors, graphs, models, optimizers, owners, peek, provenance, rootbytes
 from .limits import (
     BIG_TENSOR,
     HIDDEN_HOLDER,
@@ -57,6 +57,7 @@ class Census(NamedTuple):
     owners: list  # owners.owner_facts
     kept_errors: list  # errors.kept_errors
     optimizers: list  # optimizers.optimizer_rows
+    root_storages: dict  # (kind, row name) -> provenance.kept_storages, when asked (else {})
     cut: bool  # a message bound or a graph search bound was hit
     graphless: dict  # the graph search's memo for the next inventory
 
@@ -419,6 +420,16 @@ def recheck(roots, since, owner):
     return models.Recheck(tops, storages, tensors, set(since.devices))
 
 
+def add_origins(rows, storages, origin_of):
+    """Set ``origins`` (``provenance.root_origins``) on the root rows that have any
+    (``storages``: {(kind, row name): provenance.kept_storages}); drop stale ones."""
+    for row in rows:
+        row.pop("origins", None)
+        found = provenance.root_origins(storages.get((row["kind"], row["name"]), ()), origin_of)
+        if found:
+            row["origins"] = found
+
+
 def build(
     roots,
     truncated,
@@ -432,6 +443,7 @@ def build(
     cells=None,
     skip=(),
     since=None,
+    origin_of=None,
 ):
     """The ``Census``. ``roots``: [(kind, name, Reach)] in attribution order; ``variables``: the
     user variables [(name, value)]; ``forest``: models.Forest; ``stats_cache``:
@@ -439,7 +451,9 @@ def build(
     ``on_error(exc)``: where a model that cannot be measured is reported; ``cells``: the
     output roots' execution counts ({(kind, name): set}); ``skip``: ids of the objects the walk
     never enters (the owner objects' walk neither); ``since``: what changed since the last
-    inventory (``fingerprint.Since``, see ``recheck``), or None."""
+    inventory (``fingerprint.Since``, see ``recheck``), or None; ``origin_of``: the live blocks'
+    origins (``provenance.Reading.origin_of``) when provenance is recorded: each root row gets
+    its ``origins``."""
     tops, parent = forest
     owner = owner_finder(parent)
     holders = attribute(roots, owner)
@@ -463,9 +477,15 @@ def build(
     per_root, attributed, loose, keepers = rootbytes.tally_roots(
         roots, parts.keeps, listed, owner, params, graph_storages, parts.sizes, parts.keysets
     )
+    storages = {}
+    if origin_of is not None:  # provenance asked for: kept for re-sent inventories too
+        for (kind, name), tally in per_root.items():
+            storages[(kind, short(name))] = provenance.kept_storages(tally.kept, parts.keeps)
     rows, rows_cut = rootbytes.root_rows(
         per_root, parts.keeps, holders, attributed, truncated, cells, keepers, parts.sizes
     )
+    if origin_of:
+        add_origins(rows, storages, origin_of)
     memory = devices.torch_memory() if cuda else None
     return Census(
         model_list,
@@ -487,6 +507,7 @@ def build(
         ),
         errors.kept_errors(roots, params),
         optimizers.optimizer_rows(variables, torch, params, holders.reached),
+        storages,
         models_cut or rows_cut or found.cut,
         found.graphless,
     )

@@ -15,7 +15,10 @@ Areas (``AREAS``):
 - ``models``: torch has no global module registration hooks (torch < 2.0): models are found by
   a bounded heap scan per inventory (``tracker.ModuleTracker.rescan``) and by the holder walk;
 - ``owners``: a library's owner attributes (an Ultralytics trainer's or predictor's model, EMA,
-  optimizer) are not where the agent looks: owners are found by the generic owner search.
+  optimizer) are not where the agent looks: owners are found by the generic owner search;
+- ``provenance``: torch cannot record allocation stacks (no
+  ``torch.cuda.memory._record_memory_history`` taking ``enabled="state"``, torch < 2.1): the
+  panel's origins are not available (``provenance.Recorder``).
 
 The set is per loaded copy of the agent (module state, like the environment it describes):
 a limit once noted stays for the kernel's life.
@@ -25,7 +28,7 @@ import sys
 
 from .util import short
 
-AREAS = ("holders", "models", "owners")
+AREAS = ("holders", "models", "owners", "provenance")
 MAX_LIMITS = 32  # distinct limits kept (and sent); a further one is dropped
 
 _limits = {}  # (area, library, version) -> {"area", "library", "version"}, in noting order

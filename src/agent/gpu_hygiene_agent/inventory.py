@@ -22,6 +22,7 @@ from . import (
     namespace,
     outside,
     peek,
+    provenance,
     roots,
     walk,
     workers,
@@ -131,6 +132,7 @@ def more_unattributed(message, before):
 class LastInventory(NamedTuple):
     fingerprint: tuple  # fingerprint.fingerprint() right after it was built
     message: dict
+    root_storages: object  # census.Census.root_storages (None: built without provenance)
 
 
 class RootWalk(NamedTuple):
@@ -180,6 +182,9 @@ class Inventory:
         # id no root reached, (that count when it was searched, its holder or None, the count
         # when it was first seen): ``mark_outside``
         self.collections = outside.FullCollections()
+        self.recorder = provenance.Recorder()  # opt-in allocation stacks (``provenance``)
+        # census.Census.root_storages of the last fresh inventory (None: built without origins)
+        self.root_storages = None
         self.outside = {}
 
     def build(self, execution_count, reuse=False, source=None):
@@ -206,13 +211,26 @@ class Inventory:
     def _build(self, execution_count, reuse, started):
         current = self.fingerprint()
         last = self.last
-        if reuse and last is not None and current == last.fingerprint:
+        # origins are re-read on a re-sent inventory from the roots' storages of the last
+        # fresh one: not when that one was built without them (the setting just turned on)
+        origins_known = not self.recorder.wanted or last is None or last.root_storages is not None
+        if reuse and last is not None and current == last.fingerprint and origins_known:
             message = dict(last.message)
             # processes come and go without a change of the fingerprint: read them again
             # (at most every CHILDREN_REFRESH_S for a re-sent inventory), and the allocator
             if started - self.children_read >= CHILDREN_REFRESH_S:
                 message["children"] = self.children(None)
             message["allocator"] = allocator.allocator_fact()
+            reading = self.recorder.read(self.shell, torch_module())
+            message["roots"] = [dict(row) for row in message["roots"]]
+            if reading is not None:
+                # the same roots keep the same storages; what is alive where may have moved
+                message["provenance"] = reading.fact
+                census.add_origins(message["roots"], last.root_storages, reading.origin_of)
+            else:  # turned off since: say nothing of origins
+                message.pop("provenance", None)
+                for row in message["roots"]:
+                    row.pop("origins", None)
             message["limits"] = degrade.current()
             self.namespace_fact(message)
             message.update(
@@ -258,7 +276,7 @@ class Inventory:
             self.names.watch = bool(self.unnamed)
         # the fingerprint after the walk: the walk itself adds unpickled models
         after = fingerprint.refreshed(current, self.tracker, self.stats)
-        self.last = LastInventory(after, message)
+        self.last = LastInventory(after, message, self.root_storages)
         return message
 
     def fingerprint(self):
@@ -277,12 +295,18 @@ class Inventory:
         torch = torch_module()
         cuda = cuda_initialized(torch)
         roots.note_shell_gaps(self.shell)  # a shell changed since the start (``holders``)
+        # before the walk: its reads allocate nothing on a device, and the census needs it
+        reading = self.recorder.read(self.shell, torch)
+        self.root_storages = None  # the roots' storages, when origins are asked for
         skips = peek.Skips()
         walked = self.walk_roots(torch, skips)
         truncated = walked.truncated
         found = None
         if torch is not None:
-            found = self.take_census(walked, torch, cuda, since)
+            found = self.take_census(
+                walked, torch, cuda, since, reading.origin_of if reading is not None else None
+            )
+            self.root_storages = found.root_storages if reading is not None else None
             truncated = truncated or found.cut
         message = {
             "protocol": PROTOCOL,
@@ -309,6 +333,8 @@ class Inventory:
             "limits": degrade.current(),
             "unread": skips.fact(),
         }
+        if reading is not None:
+            message["provenance"] = reading.fact
         held = [g for g in message["graphs"] if g.get("root") != "output"]
         if torch is not None and held:
             hooks.feeding_hooks(held, walked.variables, self.shell.user_ns, torch.nn.Module)
@@ -499,8 +525,9 @@ class Inventory:
             del pairs
         self.fruitless = fruitless
 
-    def take_census(self, walked, torch, cuda, since=None):
-        """The ``census.Census`` of what the roots reach (``since``: as ``fresh``)."""
+    def take_census(self, walked, torch, cuda, since=None, origin_of=None):
+        """The ``census.Census`` of what the roots reach (``since``: as ``fresh``;
+        ``origin_of``: ``census.build``'s)."""
         tracker = self.tracker
         for _kind, _name, found in walked.roots:
             for reached in found.modules:
@@ -522,6 +549,7 @@ class Inventory:
             cells=walked.cells,
             skip=walked.skip,
             since=since,
+            origin_of=origin_of,
         )
         self.graphless = result.graphless
         return result

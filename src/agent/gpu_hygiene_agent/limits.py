@@ -1,6 +1,6 @@
 """Names, versions and bounds of the agent (constants only; every other module reads them here)."""
 
-AGENT_VERSION = "0.13.0"
+AGENT_VERSION = "0.14.0"
 PROTOCOL = 2
 MODULE_NAME = "_jupyterlab_gpu_hygiene_agent"  # the package's name in sys.modules
 COMM_TARGET = "jupyterlab_gpu_hygiene.v1"
@@ -70,6 +70,16 @@ SCAN_OBJECTS = 500000
 SCAN_MS = 50.0
 SCAN_LIST_MS = 20.0
 MAX_CACHED_STORAGES = 200000  # entries of the storage cache (storage.py) before it is emptied
+
+# Provenance (provenance.py, opt-in): live blocks whose allocation stack is read per snapshot
+# (the largest),
+# frames looked at per block, origin groups reported.
+PROVENANCE_BLOCKS = 20000  # the largest ones (bench/provenance_cost.py: ~4 us a block)
+PROVENANCE_FRAMES = 256  # a Lightning or generate() stack runs deep
+PROVENANCE_GROUPS = 50
+MAX_ROOT_ORIGINS = 3  # origins reported per root
+MAX_SAME_CODE = 8  # other execution counts of the same cell text, per origin
+MAX_CELL_RUNS = 10000  # execution counts remembered with their file and cell id
 
 HIDDEN_HOLDER = "unreachable from the namespace"
 UNKNOWN_HOLDER = "not found: the walk bound was hit"

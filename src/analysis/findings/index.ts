@@ -12,6 +12,7 @@ import type { TranslationBundle } from '@jupyterlab/translation';
 import type { GpuKernelModel } from '../../model';
 import { CommandIDs } from '../../tokens';
 import { sumBytes } from '../format';
+import { originsOfRoot } from '../memory/origins';
 import { childProcessesRule } from './child-processes';
 import { cudaContextRule } from './cuda-context';
 import { cudaTensorsRule } from './cuda-tensors';
@@ -74,12 +75,45 @@ export function findings(
   const rank = { warning: 0, info: 1 };
   return rules
     .flatMap(rule => rule(facts))
+    .map(finding => withOrigins(finding, facts))
     .sort(
       (a, b) =>
         sumBytes(b.bytes) - sumBytes(a.bytes) ||
         rank[a.severity] - rank[b.severity] ||
         a.id.localeCompare(b.id)
     );
+}
+
+/** The user variable (or output-cache entry) a finding is about, as its fix or subject names it. */
+function holderName(finding: IFinding): string {
+  const fix = finding.fix;
+  switch (fix.kind) {
+    case 'delete-variable':
+    case 'tensors':
+    case 'detach':
+    case 'drop-trainer':
+      return fix.name;
+    default:
+      return finding.subject;
+  }
+}
+
+/**
+ * The finding with `origins` where the inventory's provenance says where the
+ * memory of the root it is about was allocated (the root of its variable or
+ * output-cache entry); unchanged otherwise.
+ */
+function withOrigins(finding: IFinding, facts: IFacts): IFinding {
+  const inventory = facts.inventory;
+  if (!inventory?.provenance?.groups?.length) {
+    return finding;
+  }
+  const name = holderName(finding);
+  const root = inventory.roots.find(
+    r => (r.kind === 'variable' || r.kind === 'output') && r.name === name
+  );
+  const origins = root ? originsOfRoot(inventory, root) : [];
+  return origins.length ? { ...finding, origins } : finding;
 }
 
 /** The findings of a list worth showing, and those below the floor. */

@@ -15,6 +15,7 @@
 import type { TranslationBundle } from '@jupyterlab/translation';
 import type { IHello, IInventory, ISample } from '../../protocol';
 import type { IPlanOptions } from '../codegen/clean-plan-options';
+import type { IRootOrigin } from '../memory/origins';
 
 /**
  * Kind of fault. One rule per kind (`FINDING_RULES`):
@@ -142,6 +143,13 @@ export interface IFinding {
   short?: (trans: TranslationBundle) => string;
   /** Holder paths and other evidence (`Out[2]`, `model.trainer.optimizer`), as the kernel names them. */
   evidence: string[];
+  /**
+   * Where its memory was allocated (issue 24, with the `recordOrigins`
+   * setting on): the origins of the variable or output-cache entry it is
+   * about, largest first; absent when the agent reports none. Set by
+   * `findings()` after the rules, from the inventory's `provenance`.
+   */
+  origins?: IRootOrigin[];
   /** How to fix it. */
   fix: FindingFix;
   /**

@@ -15,6 +15,7 @@ import {
   listNames,
   sumBytes
 } from '../../analysis/format';
+import { type OnGo, OriginLink } from './origin-table';
 
 /**
  * One `li[data-finding]` per finding (`data-kind`, `data-severity`), with the
@@ -30,6 +31,8 @@ export function FindingsTable(props: {
   onFix: (finding: IFinding) => void;
   /** The tooltip of a finding's fix button: its command's caption (default none). */
   captionOf?: (finding: IFinding) => string;
+  /** A finding's origin link was clicked: the cell (execution count), line and cell id. */
+  onOrigin?: OnGo;
   /** Translations. */
   trans: TranslationBundle;
 }): JSX.Element | null {
@@ -108,6 +111,30 @@ export function FindingsTable(props: {
                 {evidence}
               </div>
             )}
+            {finding.origins?.length ? (
+              <div className="jp-GpuHygiene-findingOrigins">
+                {trans.__('Where its memory was allocated:')}{' '}
+                {finding.origins.map((origin, i) => (
+                  <span key={origin.key} data-origin-cell={origin.cell ?? ''}>
+                    {i > 0 ? ', ' : ''}
+                    <OriginLink
+                      row={origin}
+                      onGo={props.onOrigin ?? (() => undefined)}
+                      trans={trans}
+                    />
+                    {origin.text ? (
+                      <>
+                        {' '}
+                        <code title={origin.text}>{origin.text}</code>
+                      </>
+                    ) : null}{' '}
+                    <span className="jp-GpuHygiene-nowrap">
+                      ({formatBytes(origin.held)})
+                    </span>
+                  </span>
+                ))}
+              </div>
+            ) : null}
           </li>
         );
       })}
