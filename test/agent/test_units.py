@@ -2,6 +2,7 @@
 
 import ast
 import collections
+import functools
 import re
 import sys
 
@@ -175,7 +176,18 @@ def test_edge_labels_name_each_hop_without_running_user_code(agent):
     assert agent.paths.edge_label([None, child], child, None) == "[1]"
     assert agent.paths.edge_label((child,), child, None) == "[0]"
     assert agent.paths.edge_label({child}, child, None) == "{\u2026}"
-    assert agent.paths.edge_label(object(), child, None) == "<ref>"
+    # no name for the reference: the type of what holds it, never a bare "<ref>"
+    assert agent.paths.edge_label(object(), child, None) == "<in object>"
+    assert agent.paths.edge_label(collections.deque([None, child]), child, None) == "[1]"
+    partial = functools.partial(print, child)
+    assert agent.paths.edge_label(partial, partial.args, None) == ".args"
+
+    class Private:
+        __slots__ = ("__held", "shown")
+
+    private = Private()
+    object.__setattr__(private, "_Private__held", child)
+    assert agent.paths.edge_label(private, child, None) == "._Private__held"
     # a dict subclass is searched too, through dict's own method, never its overrides
     # (an optimizer's state: a defaultdict keyed by parameter)
 

@@ -2,6 +2,8 @@
 description of a reported tensor. Nothing here runs user code: containers are searched by
 identity, attributes read from ``__dict__``, frames through ``gc.get_referents``."""
 
+import collections
+import functools
 import gc
 import itertools
 import re
@@ -23,8 +25,10 @@ def key_label(key):
 
 def edge_label(parent, child, grand):
     """How ``parent`` refers to ``child`` (str): ``.name``, ``[0]``, ``['key']``, ``""`` for an
-    instance ``__dict__`` hop, ``<closure>``, ``<local>``, ``<ref>``. Never runs user code:
-    containers are searched by identity, attributes read from ``__dict__``."""
+    instance ``__dict__`` hop, ``<closure>``, ``<local>``, or, where no name exists (a
+    reference held in C by an object of type T: an autograd node, an extension type),
+    ``<in T>``. Never runs user code: containers are searched by identity, attributes read
+    from ``__dict__``, slots through their member descriptors."""
     cls = type(parent)
     try:
         if cls is dict or peek.is_sub(cls, dict):
@@ -39,7 +43,8 @@ def edge_label(parent, child, grand):
                 if key is child:
                     return "<key>"
             return "[\u2026]"
-        if cls is list or cls is tuple:
+        if cls is list or cls is tuple or cls is collections.deque:
+            # a deque (a bounded history of losses) iterates in C, as a list does
             for i, value in enumerate(itertools.islice(parent, MAX_LABEL_SCAN)):
                 if value is child:
                     return f"[{i}]"
@@ -54,6 +59,10 @@ def edge_label(parent, child, grand):
             return ""
         if cls is types.MethodType:
             return ".__self__" if parent.__self__ is child else ".__func__"
+        if cls is functools.partial:  # its members, read in C
+            for name in ("func", "args", "keywords"):
+                if getattr(parent, name) is child:
+                    return "." + name
         if cls is types.FrameType:
             return frame_local_label(parent, child)
         if type(child) is types.FrameType and issubclass(cls, BaseException):
@@ -66,7 +75,7 @@ def edge_label(parent, child, grand):
             return slot
     except Exception:
         pass
-    return "<ref>"
+    return "<in " + peek.type_name(cls)[:40] + ">"
 
 
 def slot_label(parent, child):
@@ -83,7 +92,12 @@ def slot_label(parent, child):
         elif type(names) is not tuple and type(names) is not list:
             continue
         for name in names:
-            entry = namespace.get(name) if type(name) is str else None
+            if type(name) is not str:
+                continue
+            if name.startswith("__") and not name.endswith("__"):
+                # a private slot is stored under its mangled name, "_Class__name"
+                name = "_" + peek.type_name(klass).lstrip("_") + name
+            entry = namespace.get(name)
             if type(entry) is not peek.MEMBER:
                 continue
             scanned += 1
