@@ -144,7 +144,10 @@ describe('OriginsSection', () => {
       i === 3 ? { ...g, sameCode: [2], cellId: 'cell-abc' } : g
     );
     const view = originsView(
-      { ...recorded, provenance: { ...recorded.provenance!, groups } },
+      {
+        ...recorded,
+        provenance: { ...recorded.provenance!, groups, costMs: 12.34 }
+      },
       0
     );
     const gone: Array<[number, number | null, string | null]> = [];
@@ -157,6 +160,10 @@ describe('OriginsSection', () => {
         onGo={(cell, line, id) => gone.push([cell, line, id])}
         trans={trans}
       />
+    );
+    // what reading them cost this kernel, beside the toggle (the agent's measurement)
+    expect(container.querySelector('[data-cost="read"]')?.textContent).toBe(
+      'reading them took 12.3 ms after the last cell'
     );
     const row = container.querySelectorAll('tr[data-origin]')[3];
     expect(row.textContent).toContain(

@@ -71,6 +71,8 @@ function RecordToggle(props: {
   on: boolean;
   onToggle: (on: boolean) => void;
   cost?: IRecordingCost;
+  /** What reading the origins cost this kernel after its last cell, ms (the agent's figure). */
+  readMs: number | null;
   trans: TranslationBundle;
 }): JSX.Element {
   const { cost, trans } = props;
@@ -85,8 +87,16 @@ function RecordToggle(props: {
         />{' '}
         {trans.__('Record which cell allocated live CUDA memory')}
       </label>
+      {props.readMs !== null && (
+        <span className="jp-GpuHygiene-originsCost" data-cost="read">
+          {trans.__(
+            'reading them took %1 ms after the last cell',
+            props.readMs.toFixed(1)
+          )}
+        </span>
+      )}
       {cost && (
-        <span className="jp-GpuHygiene-muted jp-GpuHygiene-originsCost">
+        <span className="jp-GpuHygiene-originsCost" data-cost="bench">
           {trans.__(
             'Costs each CUDA allocation about %1 µs; a training step took %2× as long (%3).',
             cost.allocUs.toFixed(1),
@@ -124,6 +134,7 @@ export function OriginsSection(props: {
         on={props.on}
         onToggle={props.onToggle}
         cost={props.cost}
+        readMs={view.state === 'recording' ? view.costMs : null}
         trans={trans}
       />
       {view.state === 'off' ? (
@@ -267,12 +278,6 @@ function OriginsTable(props: {
                 '%1 smaller origin left out',
                 '%1 smaller origins left out',
                 view.truncated
-              )
-            : null,
-          view.costMs !== null
-            ? trans.__(
-                'read in %1 ms after the last cell',
-                view.costMs.toFixed(1)
               )
             : null
         ]
