@@ -79,6 +79,25 @@ test('record origins from the Kernel menu, list them by cell and line, jump, tur
   await expect(rows.nth(0)).toContainText('4.0 MiB');
   await expect(rows.nth(1)).toHaveAttribute('data-origin', 'cell [3] line 1');
   await expect(rows.nth(1)).toContainText('1.0 MiB');
+  // at the panel's default width the section fits: no sideways scroll, the toggle and its
+  // measured cost in view
+  const fit = await panel.evaluate(el => {
+    const box = el.getBoundingClientRect();
+    const inside = (selector: string) =>
+      Array.from(el.querySelectorAll(selector)).every(
+        node => node.getBoundingClientRect().right <= box.right + 1
+      );
+    return {
+      scroll: el.scrollWidth <= el.clientWidth,
+      links: inside('.jp-GpuHygiene-origins [data-action="go-to-origin"]'),
+      bytes: inside('.jp-GpuHygiene-originTable td:nth-child(3)')
+    };
+  });
+  expect(fit).toEqual({ scroll: true, links: true, bytes: true });
+  await expect(section.locator('[data-cost="read"]')).toContainText(
+    'reading them took'
+  );
+  await section.screenshot({ path: test.info().outputPath('origins.png') });
 
   // a link selects the cell whose code allocated the memory
   await page.notebook.selectCells(0);
