@@ -212,8 +212,8 @@ class Inventory:
         current = self.fingerprint()
         last = self.last
         # origins are re-read on a re-sent inventory from the roots' storages of the last
-        # fresh one: not when that one was built without them (the setting just turned on)
-        origins_known = not self.recorder.wanted or last is None or last.root_storages is not None
+        # fresh one: not when that one was built before recording began
+        origins_known = not self.recorder.on or last is None or last.root_storages is not None
         if reuse and last is not None and current == last.fingerprint and origins_known:
             message = dict(last.message)
             # processes come and go without a change of the fingerprint: read them again
@@ -222,15 +222,19 @@ class Inventory:
                 message["children"] = self.children(None)
             message["allocator"] = allocator.allocator_fact()
             reading = self.recorder.read(self.shell, torch_module())
-            message["roots"] = [dict(row) for row in message["roots"]]
             if reading is not None:
-                # the same roots keep the same storages; what is alive where may have moved
                 message["provenance"] = reading.fact
-                census.add_origins(message["roots"], last.root_storages, reading.origin_of)
-            else:  # turned off since: say nothing of origins
+            else:  # off (or turned off since): say nothing of origins
                 message.pop("provenance", None)
-                for row in message["roots"]:
-                    row.pop("origins", None)
+            if last.root_storages is not None:
+                # the same roots keep the same storages; what is alive where may have moved
+                # (rows copied: the last message's stay as they were sent)
+                message["roots"] = [dict(row) for row in message["roots"]]
+                census.add_origins(
+                    message["roots"],
+                    last.root_storages,
+                    reading.origin_of if reading is not None else {},
+                )
             message["limits"] = degrade.current()
             self.namespace_fact(message)
             message.update(
@@ -297,16 +301,17 @@ class Inventory:
         roots.note_shell_gaps(self.shell)  # a shell changed since the start (``holders``)
         # before the walk: its reads allocate nothing on a device, and the census needs it
         reading = self.recorder.read(self.shell, torch)
+        # only while recording: the roots' storages are then kept for re-sent inventories
+        recording = reading is not None and reading.fact.get("recording") is True
+        origin_of = reading.origin_of if recording else None
         self.root_storages = None  # the roots' storages, when origins are asked for
         skips = peek.Skips()
         walked = self.walk_roots(torch, skips)
         truncated = walked.truncated
         found = None
         if torch is not None:
-            found = self.take_census(
-                walked, torch, cuda, since, reading.origin_of if reading is not None else None
-            )
-            self.root_storages = found.root_storages if reading is not None else None
+            found = self.take_census(walked, torch, cuda, since, origin_of)
+            self.root_storages = found.root_storages if origin_of is not None else None
             truncated = truncated or found.cut
         message = {
             "protocol": PROTOCOL,
