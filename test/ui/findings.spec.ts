@@ -16,7 +16,7 @@
  * the real kernel on a real variable of that name.
  */
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
-import { collectNoise, openPanelFromGauge } from './probes';
+import { collectNoise, openPanelFromGauge, runNew } from './probes';
 
 test.use({ autoGoto: true });
 
@@ -67,24 +67,6 @@ const TRAINED = [
   "            project=str(root.parent / 'runs'), exist_ok=True, verbose=False)",
   'None'
 ].join('\n');
-
-/**
- * Run `code` in the last cell (an empty one: running a cell adds one below).
- * The source is set through the shared model: typed into the editor, its
- * auto-indent would change the code.
- */
-async function runNew(page: IJupyterLabPageFixture, code: string) {
-  const index = (await page.notebook.getCellCount()) - 1;
-  await page.evaluate(
-    ([at, source]) => {
-      const app = (window as any).jupyterapp;
-      const cells = app.shell.currentWidget.content.model.sharedModel.cells;
-      cells[at].setSource(source);
-    },
-    [index, code] as const
-  );
-  await page.notebook.runCell(index);
-}
 
 /** The source of every cell the extension inserted (tagged by it). */
 async function insertedSources(page: IJupyterLabPageFixture) {

@@ -19,7 +19,7 @@ import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import { readFileSync } from 'fs';
 import { totalmem } from 'os';
 import { openNotebookOn } from './notebook-file';
-import { collectNoise, openPanelFromGauge } from './probes';
+import { collectNoise, openPanelFromGauge, runInCell } from './probes';
 
 /**
  * The RAM the kernels of this machine may use, as the agent reads it
@@ -64,19 +64,6 @@ const LOSSES = [
   'tiny = [torch.ones(1, requires_grad=True) * 2]',
   'None'
 ].join('\n');
-
-/** Set the source of cell `index` through the shared model (no auto-indent) and run it. */
-async function run(page: IJupyterLabPageFixture, index: number, code: string) {
-  await page.evaluate(
-    ([at, source]) => {
-      const app = (window as any).jupyterapp;
-      const cells = app.shell.currentWidget.content.model.sharedModel.cells;
-      cells[at].setSource(source);
-    },
-    [index, code] as const
-  );
-  await page.notebook.runCell(index);
-}
 
 /** Switch JupyterLab's theme with its own command and wait until it applies. */
 async function setTheme(page: IJupyterLabPageFixture, theme: string) {
@@ -255,11 +242,11 @@ test('VRAM panel at its default width, light and dark: AA contrast, no sideways 
     page.locator('.jp-NotebookPanel-toolbar [data-command="gpu-hygiene:clean"]')
   ).toContainText('Clean GPU');
 
-  await run(page, 0, MODEL);
-  await run(page, 0, MODEL); // the re-run: the first model is held by Out[1], _
-  await run(page, 1, LOSSES);
+  await runInCell(page, 0, MODEL);
+  await runInCell(page, 0, MODEL); // the re-run: the first model is held by Out[1], _
+  await runInCell(page, 1, LOSSES);
   // a holder with a long path: cut in the middle, its last key kept
-  await run(page, 2, LONG_PATH);
+  await runInCell(page, 2, LONG_PATH);
 
   // 96 MiB of graphs in CPU RAM: a toast says so, outside the panel; an info
   // or a warning by the one severity scale (0.5 % of the RAM the kernel may

@@ -11,10 +11,10 @@
  * real cells and lines that made it; a link selects that cell; the panel's
  * toggle turns recording off again.
  */
-import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import { expect, test } from '@jupyterlab/galata';
 import * as fs from 'fs';
 import * as path from 'path';
-import { collectNoise, openPanelFromGauge } from './probes';
+import { collectNoise, openPanelFromGauge, runNew } from './probes';
 
 test.use({ autoGoto: true });
 
@@ -24,20 +24,6 @@ const FAKE = fs.readFileSync(
   path.join(__dirname, '..', 'agent', 'fake_cuda_history.py'),
   'utf-8'
 );
-
-/** Run `code` in the last cell (set through the shared model, as typed code would be re-indented). */
-async function runNew(page: IJupyterLabPageFixture, code: string) {
-  const index = (await page.notebook.getCellCount()) - 1;
-  await page.evaluate(
-    ([at, source]) => {
-      const app = (window as any).jupyterapp;
-      const cells = app.shell.currentWidget.content.model.sharedModel.cells;
-      cells[at].setSource(source);
-    },
-    [index, code] as const
-  );
-  await page.notebook.runCell(index);
-}
 
 test('record origins from the Kernel menu, list them by cell and line, jump, turn off', async ({
   page

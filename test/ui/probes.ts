@@ -5,6 +5,7 @@
  * a silent execute's `user_expressions`, as another extension would), and
  * the console lines and page errors of the extension.
  */
+import type { IJupyterLabPageFixture } from '@jupyterlab/galata';
 import type { Page } from '@playwright/test';
 
 /** The agent's package in `sys.modules`, its comm target and sampler thread. */
@@ -220,4 +221,33 @@ export async function clickToolbarClean(page: Page): Promise<void> {
     .getByRole('button', { name: 'More commands' })
     .click();
   await page.locator(`.jp-Toolbar-responsive-popup ${selector}`).click();
+}
+
+/**
+ * Set the source of cell `index` of the current notebook and run it. The
+ * source goes through the shared model: typed into the editor, its
+ * auto-indent would change the code.
+ */
+export async function runInCell(
+  page: IJupyterLabPageFixture,
+  index: number,
+  code: string
+): Promise<void> {
+  await page.evaluate(
+    ([at, source]) => {
+      const app = (window as any).jupyterapp;
+      const cells = app.shell.currentWidget.content.model.sharedModel.cells;
+      cells[at].setSource(source);
+    },
+    [index, code] as const
+  );
+  await page.notebook.runCell(index);
+}
+
+/** Run `code` in the last cell (an empty one: running a cell adds one below). */
+export async function runNew(
+  page: IJupyterLabPageFixture,
+  code: string
+): Promise<void> {
+  await runInCell(page, (await page.notebook.getCellCount()) - 1, code);
 }
