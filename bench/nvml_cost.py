@@ -7,6 +7,8 @@ so that fewer calls show as less time; the real figures are measured on the devi
 
     .venv/bin/python bench/nvml_cost.py                  # the work tree's agent
     .venv/bin/python bench/nvml_cost.py --ref HEAD~3     # the agent of a commit (before/after)
+    .venv/bin/python bench/nvml_cost.py --ref HEAD~3 --save-modules old.json  # carry it to a GPU
+    python bench/nvml_cost.py --real --modules old.json  # that agent there (no git needed)
     .venv/bin/python bench/nvml_cost.py --delay          # with emulated NVML latencies
     python bench/nvml_cost.py --real                     # the real pynvml, on a GPU machine
     python bench/nvml_cost.py --real --json cost.json    # the figures also as JSON (GPU check)
@@ -144,12 +146,26 @@ def real_calls(pynvml, sampler, reps, rows, seen=None):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ref", help="git ref of the agent (default: the work tree)")
+    parser.add_argument(
+        "--save-modules",
+        metavar="FILE",
+        help="write the agent of --ref to FILE as JSON [[name, text]] and exit (for --modules)",
+    )
+    parser.add_argument(
+        "--modules",
+        metavar="FILE",
+        help="the agent from a --save-modules FILE (a machine without the git history)",
+    )
     parser.add_argument("--reps", type=int, default=5000)
     parser.add_argument("--processes", type=int, default=6, help="processes on the device")
     parser.add_argument("--delay", action="store_true", help="emulate NVML call latencies")
     parser.add_argument("--real", action="store_true", help="the real pynvml (GPU machine)")
     parser.add_argument("--json", help="also write the figures to this file (JSON)")
     args = parser.parse_args()
+    if args.save_modules:
+        pairs = modules_at(args.ref) if args.ref else kd.agent_modules()
+        Path(args.save_modules).write_text(json.dumps(pairs), encoding="utf-8")
+        return
     if not args.real:
         sys.path.insert(0, str(FAKE_DIR))  # this process only
 
@@ -185,7 +201,11 @@ def main():
         if not hasattr(pynvml, "CALLS"):  # the real one: count nothing
             pynvml.CALLS = collections.Counter()
 
-        modules = modules_at(args.ref) if args.ref else None
+        if args.modules:
+            modules = [tuple(pair) for pair in json.loads(Path(args.modules).read_text("utf-8"))]
+        else:
+            modules = modules_at(args.ref) if args.ref else None
+        label = args.ref or (f"modules of {args.modules}" if args.modules else "work tree")
         agent = kd.load_agent("_gpu_hygiene_nvml_cost", modules)
         sampler = agent.devices.DeviceSampler()
         sampler.start()
@@ -244,14 +264,14 @@ def main():
                 )
             assert not errors, errors
         nvml = "real NVML" if args.real else f"fake NVML, delay {args.delay}"
-        print(f"agent: {args.ref or 'work tree'}, {args.processes} processes, {nvml}")
+        print(f"agent: {label}, {args.processes} processes, {nvml}")
         print(f"{'figure':34} {'p50 us':>8} {'p95 us':>8}  NVML calls per call")
         for label, p50, p95, calls in rows:
             text = ", ".join(f"{k.replace('nvmlDeviceGet', '')} {v:g}" for k, v in calls.items())
             print(f"{label:34} {p50:8.1f} {p95:8.1f}  {text}")
         if args.json:
             record = {
-                "agent": args.ref or "work tree",
+                "agent": label,
                 "nvml": nvml,
                 "processes": args.processes,
                 "reps": args.reps,
