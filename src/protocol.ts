@@ -186,7 +186,12 @@ const lastError = z.object({
  * Where a root's bytes were allocated (agent 0.14.0, with provenance on):
  * `group` indexes the inventory's `provenance.groups`.
  */
-const rootOrigin = z.object({ group: count, bytes });
+const rootOrigin = z.object({
+  group: count,
+  bytes,
+  /** Of `bytes`, what another root keeps too (agent 0.15.0; absent: none or older). */
+  shared: z.optional(bytes)
+});
 
 const rootBytes = z.object({
   kind: rootKind,
@@ -410,6 +415,14 @@ const provenance = z.object({
   error: z.optional(shortText),
   /** The user's code started the recording: read, never changed by the agent. */
   byUser: z.optional(z.boolean()),
+  /**
+   * Torch records no more (agent 0.15.0): the user's code turned recording
+   * off. The live blocks' stacks are still read; later blocks are untraced,
+   * and the agent does not record again until the setting goes off and on.
+   */
+  stopped: z.optional(z.boolean()),
+  /** The last cell run when `stopped` was seen (execution count), or null. */
+  stoppedIn: z.optional(z.nullable(count)),
   groups: z.optional(z.array(provenanceGroup).check(z.maxLength(1000))),
   liveBytes: z.optional(bytes),
   liveBlocks: z.optional(count),

@@ -2,16 +2,16 @@
 GPU (issue 24's CPU tests): run once in the kernel by a silent request, before the agent looks.
 
 What cannot exist here is CUDA: ``torch.cuda.is_initialized()``, the caching allocator's
-``torch.cuda.memory._record_memory_history`` and ``torch.cuda.memory._snapshot()``. This module
-replaces those three on the kernel's real torch, and records, the way the allocator does, the
-Python stack (innermost frame first, ``{"filename", "line", "name"}``) of every tensor whose
-storage a torch call created while recording is on (a ``TorchFunctionMode`` that stays entered:
-torch's own recorder sees every allocation, this one the outputs of torch calls made from
-Python). ``_snapshot()`` lists every live CPU storage (the tensors ``gc`` tracks, and their
-gradients) as an ``active_allocated`` block of device 0 at its ``data_ptr``, with the frames
-recorded for it or none, and ``device_traces`` the alloc events recorded while
-``enabled="all"`` was on (as torch keeps them). ``CALLS`` (the ``enabled`` of each
-``_record_memory_history`` call) is bound on ``torch.cuda.memory`` as ``_fake_calls``. The
+``torch.cuda.memory._record_memory_history``, ``torch._C._cuda_isHistoryEnabled()`` and
+``torch.cuda.memory._snapshot()``. This module replaces those four on the kernel's real torch,
+and records, the way the allocator does, the Python stack (innermost frame first, ``{"filename",
+"line", "name"}``) of every tensor whose storage a torch call created while recording is on (a
+``TorchFunctionMode`` that stays entered: torch's own recorder sees every allocation, this one
+the outputs of torch calls made from Python). ``_snapshot()`` lists every live CPU storage (the
+tensors ``gc`` tracks, and their gradients) as an ``active_allocated`` block of device 0 at its
+``data_ptr``, with the frames recorded for it or none, and ``device_traces`` the alloc events
+recorded while ``enabled="all"`` was on (as torch keeps them). ``CALLS`` (the ``enabled`` of
+each ``_record_memory_history`` call) is bound on ``torch.cuda.memory`` as ``_fake_calls``. The
 real recorder is exercised by the same tests' ``[cuda]`` variants on a GPU.
 """
 
@@ -92,5 +92,6 @@ def _snapshot():
 torch.cuda.is_initialized = lambda: True
 torch.cuda.memory._record_memory_history = record
 torch.cuda.memory._snapshot = snapshot
+torch._C._cuda_isHistoryEnabled = lambda: STATE["on"]
 torch.cuda.memory._fake_calls = CALLS
 Recording().__enter__()

@@ -545,7 +545,7 @@ def test_gpu_processes_in_a_real_kernel(new_kernel, tmp_path, sleeper):
     (first,) = comm.wait_for("gpuProcesses", 1, timeout=3.5)
     assert time.monotonic() - opened < 3.5
     hello = comm.messages("hello")[0]
-    assert hello["nvml"] is True and hello["agentVersion"] == "0.14.0"
+    assert hello["nvml"] is True and hello["agentVersion"] == "0.15.0"
     assert set(first) == {"protocol", "type", "t", "pid", "namespace", "devices"}
     assert first["pid"] == hello["pid"] and first["namespace"] == "host"
     assert abs(first["t"] - time.time()) < 5

@@ -312,7 +312,7 @@ def test_hello_and_samples(module_kernel):
     comm = kernel.open_comm(300)
     hello = comm.messages("hello")[0]
     assert hello["protocol"] == PROTOCOL
-    assert hello["agentVersion"] == "0.14.0"
+    assert hello["agentVersion"] == "0.15.0"
     assert hello["python"].count(".") == 2
     assert isinstance(hello["pid"], int)
     assert hello["torch"] is None  # torch not imported in this kernel

@@ -347,3 +347,133 @@ def test_a_recording_the_user_started_is_only_read(session):
     configure(s, False)
     s.run(code="pass")
     assert fake_calls(s) == ["all"]
+
+
+def recorder_calls(s):
+    """The ``enabled`` of every ``_record_memory_history`` call in the kernel: the fake's
+    record on the CPU; on CUDA a wrapper around torch's own, put in place by ``watch_recorder``."""
+    return s.evaluate(c="list(__import__('torch').cuda.memory._fake_calls)")["c"]
+
+
+def watch_recorder(s):
+    """On CUDA: wrap torch's ``_record_memory_history`` to list each call's ``enabled`` (the
+    real recorder still runs) as ``torch.cuda.memory._fake_calls``, as the fake does."""
+    s.silent(
+        "import torch as _t\n_calls = []\n_real = _t.cuda.memory._record_memory_history\n"
+        "def _watched(enabled='all', *args, **kwargs):\n"
+        "    _calls.append(enabled)\n    return _real(enabled, *args, **kwargs)\n"
+        "_t.cuda.memory._record_memory_history = _watched\n_t.cuda.memory._fake_calls = _calls\n"
+        "del _t, _calls, _real, _watched"
+    )
+
+
+def with_recorder(s):
+    """torch imported and its CUDA (or the fake's) initialised by the user's cells; returns the
+    execution count of the last."""
+    s.run(code=f"import torch\nDEV = {s.dev!r}")
+    if s.cuda:
+        watch_recorder(s)
+    else:
+        s.silent(f"exec(compile({FAKE!r}, '<fake_cuda_history>', 'exec'), {{}})")
+    result, _ = s.run(code="warm = torch.zeros(1, device=DEV)")
+    return result.execution_count
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_users_code_turning_recording_off_is_said_and_respected(session, device):
+    """The agent records; a cell of the user's turns recording off: the fact says
+    ``stopped`` in that cell, the blocks allocated before still have their origins and those
+    after are untraced; the agent does not start it again (the user's code chose) nor call the
+    recorder when the setting goes off; off and on again, it records again."""
+    s = session(name="provenance-stopped-by-code")
+    with_recorder(s)
+    configure(s, True)
+    s.run(code="early = torch.ones(1 << 18, device=DEV)")
+    result, inventory = s.run(
+        code="torch.cuda.memory._record_memory_history(enabled=None)\n"
+        "late = torch.ones(1 << 19, device=DEV)"
+    )
+    stopped_in = result.execution_count
+    fact = inventory["provenance"]
+    assert (fact["recording"], fact["byUser"]) == (True, False), fact
+    assert (fact.get("stopped"), fact.get("stoppedIn")) == (True, stopped_in), fact
+    assert origins_of(inventory, "early") == [(stopped_in - 1, 1, MiB)]
+    assert origins_of(inventory, "late") == []
+    assert fact["untracedBytes"] >= 2 * MiB
+    _, after = s.run(code="later = torch.ones(1 << 18, device=DEV)")
+    assert after["provenance"]["stoppedIn"] == stopped_in
+    assert origins_of(after, "later") == []
+    assert recorder_calls(s) == ["state", None]  # the agent's start, the user's stop
+    configure(s, False)
+    s.run(code="pass")
+    assert recorder_calls(s) == ["state", None]  # nothing of the agent's left to stop
+    configure(s, True)
+    result, again = s.run(code="fresh = torch.ones(1 << 18, device=DEV)")
+    fact = again["provenance"]
+    assert "stopped" not in fact and fact["since"] == result.execution_count, fact
+    assert origins_of(again, "fresh") == [(result.execution_count, 1, MiB)]
+    assert recorder_calls(s) == ["state", None, "state"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_users_recording_of_live_state_only_is_recognised(session, device):
+    """``enabled="state"`` leaves no event trace; torch says it records
+    (``torch._C._cuda_isHistoryEnabled``): the agent reads it as the user's and never calls
+    the recorder."""
+    s = session(name="provenance-users-state")
+    with_recorder(s)
+    s.run(code="torch.cuda.memory._record_memory_history(enabled='state', stacks='python')")
+    configure(s, True)
+    _, inventory = s.run(code="mine = torch.ones(1 << 18, device=DEV)")
+    fact = inventory["provenance"]
+    assert (fact["recording"], fact["byUser"], fact["since"]) == (True, True, None), fact
+    assert origins_of(inventory, "mine")[0][2] == MiB
+    configure(s, False)
+    s.run(code="pass")
+    assert recorder_calls(s) == ["state"]
+    if s.cuda:
+        assert s.evaluate(e="__import__('torch')._C._cuda_isHistoryEnabled()")["e"] is True
+
+
+def test_a_recording_the_users_code_takes_over_becomes_theirs(session):
+    """The agent records; the user's code starts memory_viz's recording (``enabled="all"``):
+    it is the user's now, and the setting going off does not stop it."""
+    s = session(name="provenance-taken-over")
+    with_recorder(s)
+    configure(s, True)
+    s.run(code="a = torch.ones(1 << 18, device=DEV)")
+    _, inventory = s.run(
+        code="torch.cuda.memory._record_memory_history(enabled='all')\n"
+        "b = torch.ones(1 << 18, device=DEV)"
+    )
+    assert inventory["provenance"]["byUser"] is True
+    configure(s, False)
+    s.run(code="pass")
+    assert recorder_calls(s) == ["state", "all"]
+
+
+def test_shared_bytes_and_roots_whose_names_are_cut_alike(session):
+    """An origin says what of its bytes another root keeps too (``shared``); two variables
+    whose long names are cut to the same row name get no origins rather than each other's."""
+    s = session(name="provenance-shared")
+    with_recorder(s)
+    configure(s, True)
+    s.run(code="a = torch.ones(1 << 18, device=DEV)\nalone = torch.ones(1 << 18, device=DEV)")
+    long_a, long_b = "v" * 600 + "_a", "v" * 600 + "_b"
+    _, inventory = s.run(
+        code=f"both = [a]\n{long_a} = torch.ones(1 << 18, device=DEV)\n"
+        f"{long_b} = torch.ones(1 << 19, device=DEV)"
+    )
+    rows = {r["name"]: r for r in inventory["roots"]}
+    assert rows["a"]["origins"][0] == {**rows["a"]["origins"][0], "bytes": MiB, "shared": MiB}
+    assert rows["both"]["origins"][0]["shared"] == MiB
+    assert "shared" not in rows["alone"]["origins"][0]
+    cut = [r for r in inventory["roots"] if r["name"].startswith("vvv")]
+    assert len(cut) == 2 and cut[0]["name"] == cut[1]["name"]
+    assert all("origins" not in r for r in cut), cut
+    # a re-sent inventory (nothing changed) says the same
+    _, same = s.run(code="pass")
+    assert same["skipped"] is True
+    assert [r.get("origins") for r in same["roots"]] == [
+        r.get("origins") for r in inventory["roots"]
+    ]

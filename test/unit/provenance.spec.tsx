@@ -123,6 +123,28 @@ describe('findings with origins', () => {
     expect(gone).toEqual([[7, 2]]);
   });
 
+  it('says what of an origin another holder keeps too', () => {
+    const recorded = inventory();
+    const roots = recorded.roots.map(r =>
+      r.name === 'err'
+        ? { ...r, origins: r.origins!.map(o => ({ ...o, shared: 4 * MiB })) }
+        : r
+    );
+    const list = findings(facts(onCuda({ ...recorded, roots })));
+    const kept = list.find(f => f.kind === 'kept-error');
+    expect(kept?.origins?.map(o => [o.held, o.shared])).toEqual([
+      [16 * MiB, 4 * MiB]
+    ]);
+    const { container } = render(
+      <FindingsTable findings={[kept!]} onFix={() => undefined} trans={trans} />
+    );
+    expect(
+      container.querySelector('.jp-GpuHygiene-findingOrigins')?.textContent
+    ).toBe(
+      'Where its memory was allocated: cell [7] line 2 t = torch.ones(1 << 22, device=DEV) (16.0 MiB, 4.0 MiB of it also kept by another holder)'
+    );
+  });
+
   it('a variable without origins, or an inventory without the fact, gets none', () => {
     const plain = inventory();
     delete plain.provenance;
@@ -214,6 +236,41 @@ describe('OriginsSection', () => {
       container.querySelector('[data-action="record-origins"]') as Element
     );
     expect(toggled).toEqual([false]);
+  });
+
+  it("says when the user's code turned recording off", () => {
+    const recorded = inventory();
+    const note = (stoppedIn: number | null) => {
+      const view = originsView(
+        {
+          ...recorded,
+          provenance: { ...recorded.provenance!, stopped: true, stoppedIn }
+        },
+        0
+      );
+      const { container, unmount } = render(
+        <OriginsSection
+          view={view}
+          on={true}
+          device="cuda:0"
+          onToggle={() => undefined}
+          onGo={() => undefined}
+          trans={trans}
+        />
+      );
+      const text = container.querySelector(
+        '.jp-GpuHygiene-originsNote'
+      )?.textContent;
+      unmount();
+      return text;
+    };
+    expect(note(8)).toBe(
+      '130.0 MiB live on all devices · your code turned recording off (seen after cell [8]): later blocks have no origin; turn Record Allocation Origins off and on to record again · 4 B with no recorded stack'
+    );
+    expect(note(null)).toContain(
+      'your code turned recording off: later blocks have no origin'
+    );
+    expect(originsView(recorded, 0)).toMatchObject({ stopped: null });
   });
 
   it('says what it waits for, and what an old torch lacks', () => {

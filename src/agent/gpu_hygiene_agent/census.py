@@ -422,10 +422,22 @@ def recheck(roots, since, owner):
 
 def add_origins(rows, storages, origin_of):
     """Set ``origins`` (``provenance.root_origins``) on the root rows that have any
-    (``storages``: {(kind, row name): provenance.kept_storages}); drop stale ones."""
+    (``storages``: {(kind, row name): provenance.kept_storages, or None where two roots' names
+    were cut to the same row name: neither gets origins, rather than the other's}); drop stale
+    ones. An origin's ``shared``: its bytes that another root keeps too."""
     for row in rows:
         row.pop("origins", None)
-        found = provenance.root_origins(storages.get((row["kind"], row["name"]), ()), origin_of)
+    if not origin_of:
+        return
+    keepers = {}
+    for kept in storages.values():
+        for address, _size in kept or ():
+            keepers[address] = keepers.get(address, 0) + 1
+    shared = {address for address, count in keepers.items() if count > 1}
+    for row in rows:
+        found = provenance.root_origins(
+            storages.get((row["kind"], row["name"])) or (), origin_of, shared
+        )
         if found:
             row["origins"] = found
 
@@ -480,12 +492,15 @@ def build(
     storages = {}
     if origin_of is not None:  # provenance asked for: kept for re-sent inventories too
         for (kind, name), tally in per_root.items():
-            storages[(kind, short(name))] = provenance.kept_storages(tally.kept, parts.keeps)
+            key = (kind, short(name))
+            # two long names cut to one row name: the rows cannot be told apart
+            storages[key] = (
+                None if key in storages else provenance.kept_storages(tally.kept, parts.keeps)
+            )
     rows, rows_cut = rootbytes.root_rows(
         per_root, parts.keeps, holders, attributed, truncated, cells, keepers, parts.sizes
     )
-    if origin_of:
-        add_origins(rows, storages, origin_of)
+    add_origins(rows, storages, origin_of)
     memory = devices.torch_memory() if cuda else None
     return Census(
         model_list,

@@ -287,7 +287,12 @@ class Recorder:
     at the first hook (before or after a user cell) that finds torch imported and its CUDA
     state initialised by the user's code (this never initialises it), and stops when no longer
     wanted or when the agent stops. A recording the user's code had already started (a
-    snapshot with stacks or an event trace) is only read: ``byUser``, never changed or stopped.
+    snapshot with stacks or an event trace, or ``history_enabled``) is only read: ``byUser``,
+    never changed or stopped; so is one the user's code takes over (an event trace appears while
+    this agent records). A recording the user's code turns off (``history_enabled`` False) is
+    ``stopped`` (``stopped_in``: the last cell run when it was seen): the live blocks' frames are
+    still read, later blocks are untraced, and the agent does not start it again until the
+    setting is turned off and on (its code chose to stop it).
     Why it is not recording while wanted is ``reason``: ``"torch"`` (not imported), ``"cuda"``
     (no CUDA use yet), ``"unsupported"`` (this torch lacks
     ``torch.cuda.memory._record_memory_history`` with ``enabled="state"``, or refused it:
@@ -298,6 +303,8 @@ class Recorder:
         self.on = False
         self.by_user = False  # the user's code started the recording: read it, never touch it
         self.since = None  # the execution count of the first cell run while recording
+        self.stopped = False  # torch records no more: the user's code turned it off
+        self.stopped_in = None  # the last cell run when that was seen (execution count)
         self.reason = None
         self.error = None
         self.runs = {}  # cell file name -> [execution counts that ran that text]
@@ -339,6 +346,8 @@ class Recorder:
                 self._start(torch, next_count)
             elif not self.wanted and self.on:
                 self.stop(torch)
+            elif self.on:
+                self._check(torch, next_count)
             if not self.wanted:
                 self.reason = None
         except Exception as exc:
@@ -347,10 +356,12 @@ class Recorder:
     def stop(self, torch):
         """Stop a recording this agent started (the setting turned off, the agent stopping);
         a user's is left as it is. Never raises."""
-        started_here = self.on and not self.by_user
+        started_here = self.on and not self.by_user and not self.stopped
         self.on = False
         self.by_user = False
         self.since = None
+        self.stopped = False
+        self.stopped_in = None
         if started_here:
             api = self._api(torch)
             if api is not None:
@@ -369,7 +380,7 @@ class Recorder:
             self._unsupported(None)
             return
         try:
-            if recording_already(api[1]()):
+            if history_enabled(torch) or recording_already(api[1]()):
                 self.by_user = True
             else:
                 api[0](enabled="state", context="state", stacks="python")
@@ -380,6 +391,24 @@ class Recorder:
         self.reason = None
         self.error = None
         self.since = None if self.by_user else next_count
+
+    def _check(self, torch, next_count):
+        """While reading: see whether torch still records (the user's code may have turned it
+        off, or on again after that: then the recording is the user's)."""
+        enabled = history_enabled(torch)
+        if enabled is False and not self.stopped:
+            self.stopped = True
+            self.stopped_in = next_count - 1 if type(next_count) is int and next_count > 1 else None
+        elif enabled is True and self.stopped:
+            self.stopped = False
+            self.stopped_in = None
+            self.by_user = True
+
+    def _say_who(self, fact):
+        fact["byUser"] = self.by_user
+        if self.stopped:
+            fact["stopped"] = True
+            fact["stoppedIn"] = self.stopped_in
 
     def _unsupported(self, exc):
         self.reason = "unsupported"
@@ -399,7 +428,6 @@ class Recorder:
             fact["error"] = self.error
         if not self.on:
             return Reading(fact, {})
-        fact["byUser"] = self.by_user
         started = time.perf_counter()
         api = self._api(torch)
         if api is None:
@@ -409,8 +437,11 @@ class Recorder:
             return Reading(fact, {})
         addresses = {}
         try:
+            snapshot = api[1]()
+            if not self.by_user and not self.stopped and recording_already(snapshot):
+                self.by_user = True  # the user's code took it over (enabled="all"): theirs now
             reduced = reduce_snapshot(
-                api[1](),
+                snapshot,
                 cell_files(shell),
                 source_line,
                 addresses=addresses,
@@ -419,10 +450,29 @@ class Recorder:
             )
         except Exception as exc:
             fact["error"] = short(f"{type(exc).__name__}: {exc}", MAX_TEXT)
+            self._say_who(fact)
             return Reading(fact, {})
         fact.update(reduced)
+        self._say_who(fact)
         fact["costMs"] = (time.perf_counter() - started) * 1000.0
         return Reading(fact, addresses)
+
+
+def history_enabled(torch):
+    """Whether torch's caching allocator records allocation history now (bool), from
+    ``torch._C._cuda_isHistoryEnabled()`` (the current device's allocator, where torch has it);
+    None where this torch cannot say, it raises, or torch's CUDA state is not initialised (the
+    allocator is not set up before: asking would be the first CUDA use). Never raises."""
+    if not cuda_initialized(torch):
+        return None
+    ask = getattr(getattr(torch, "_C", None), "_cuda_isHistoryEnabled", None)
+    if not callable(ask):
+        return None
+    try:
+        answer = ask()
+    except Exception:
+        return None
+    return answer if type(answer) is bool else None
 
 
 def recording_already(snapshot):
@@ -451,17 +501,27 @@ def kept_storages(kept, keeps):
     return out
 
 
-def root_origins(storages, origin_of, limit=MAX_ROOT_ORIGINS):
+def root_origins(storages, origin_of, shared=(), limit=MAX_ROOT_ORIGINS):
     """The origins of one root's CUDA storages (``storages``: ``kept_storages``; ``origin_of``:
-    ``Reading.origin_of``: {address: (group index, block size)}): ``[{"group": index in the
-    fact's groups, "bytes"}]``, largest
-    first, at most ``limit``; storages of no reported group are left out."""
+    ``Reading.origin_of``: {address: (group index, block size)}; ``shared``: the addresses
+    another root keeps too): ``[{"group": index in the fact's groups, "bytes", "shared": of
+    those bytes, what another root keeps too (only when > 0)}]``, largest first, at most
+    ``limit``; storages of no reported group are left out."""
     by_group = {}
     for address, size in storages:
         found = origin_of.get(address)
         # a block at that address at least the storage's size: the storage's own block (a
         # storage that moved and left its address to a smaller block is not matched)
         if found is not None and found[1] >= size:
-            by_group[found[0]] = by_group.get(found[0], 0) + size
-    ordered = sorted(by_group.items(), key=lambda pair: -pair[1])[:limit]
-    return [{"group": group, "bytes": size} for group, size in ordered]
+            sums = by_group.setdefault(found[0], [0, 0])
+            sums[0] += size
+            if address in shared:
+                sums[1] += size
+    ordered = sorted(by_group.items(), key=lambda pair: -pair[1][0])[:limit]
+    out = []
+    for group, (size, also) in ordered:
+        origin = {"group": group, "bytes": size}
+        if also:
+            origin["shared"] = also
+        out.append(origin)
+    return out

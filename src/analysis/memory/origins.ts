@@ -64,6 +64,11 @@ export type OriginsView =
       costMs: number | null;
       /** The user's code started the recording (the agent only reads it). */
       byUser: boolean;
+      /**
+       * The user's code turned recording off: null while torch records, else
+       * the last cell run when that was seen (`{ cell: null }` if unknown).
+       */
+      stopped: { cell: number | null } | null;
       /** What torch raised reading the snapshot this time, if it did. */
       error: string | null;
     };
@@ -117,6 +122,7 @@ export function originsView(
     truncated: fact.truncated ?? 0,
     costMs: fact.costMs ?? null,
     byUser: fact.byUser ?? false,
+    stopped: fact.stopped ? { cell: fact.stoppedIn ?? null } : null,
     error: fact.error ?? null
   };
 }
@@ -125,6 +131,8 @@ export function originsView(
 export interface IRootOrigin extends IOriginRow {
   /** Bytes of the root that came from this origin. */
   held: number;
+  /** Of `held`, the bytes another root keeps too (0: none, or an agent before 0.15.0). */
+  shared: number;
 }
 
 /**
@@ -141,7 +149,15 @@ export function originsOfRoot(
   }
   return root.origins.flatMap(origin => {
     const group = groups[origin.group];
-    return group ? [{ ...rowOf(group, origin.group), held: origin.bytes }] : [];
+    return group
+      ? [
+          {
+            ...rowOf(group, origin.group),
+            held: origin.bytes,
+            shared: origin.shared ?? 0
+          }
+        ]
+      : [];
   });
 }
 

@@ -129,7 +129,15 @@ export function FindingsTable(props: {
                       </>
                     ) : null}{' '}
                     <span className="jp-GpuHygiene-nowrap">
-                      ({formatBytes(origin.held)})
+                      (
+                      {origin.shared > 0
+                        ? trans.__(
+                            '%1, %2 of it also kept by another holder',
+                            formatBytes(origin.held),
+                            formatBytes(origin.shared)
+                          )
+                        : formatBytes(origin.held)}
+                      )
                     </span>
                   </span>
                 ))}

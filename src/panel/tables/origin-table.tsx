@@ -253,9 +253,19 @@ function OriginsTable(props: {
           view.byUser
             ? trans.__('recording started by your code, read only')
             : null,
+          view.stopped
+            ? view.stopped.cell !== null
+              ? trans.__(
+                  'your code turned recording off (seen after cell [%1]): later blocks have no origin; turn Record Allocation Origins off and on to record again',
+                  view.stopped.cell
+                )
+              : trans.__(
+                  'your code turned recording off: later blocks have no origin; turn Record Allocation Origins off and on to record again'
+                )
+            : null,
           view.error ? trans.__('this read failed: %1', view.error) : null,
           view.untracedBytes > 0
-            ? view.since !== null
+            ? view.since !== null && !view.stopped
               ? trans.__(
                   '%1 allocated before cell [%2] or off the Python stack',
                   formatBytes(view.untracedBytes),
