@@ -265,6 +265,8 @@ i18n: $(I18N_TOOLS)
 	# The catalogue's version (Project-Id-Version) comes from a package.json in the package folder.
 	cp package.json "$$stage/jupyterlab_gpu_hygiene/"
 	[ ! -d $(I18N_LOCALE) ] || cp -r $(I18N_LOCALE) "$$stage/jupyterlab_gpu_hygiene/"
+	# The template is extracted anew (the tool merges into an existing one: removed strings stayed).
+	rm -f "$$stage/$(I18N_LOCALE)/jupyterlab_gpu_hygiene.pot"
 	export PYTHONPATH=$(abspath $(I18N_TOOLS)) PATH=$(abspath $(I18N_TOOLS))/bin:$(abspath $(BIN)):$$PATH
 	for lang in $(I18N_LANGS); do
 		jupyterlab-translate update "$$stage" jupyterlab_gpu_hygiene -l $$lang

@@ -9,10 +9,11 @@ and records, the way the allocator does, the Python stack (innermost frame first
 ``TorchFunctionMode`` that stays entered: torch's own recorder sees every allocation, this one
 the outputs of torch calls made from Python). ``_snapshot()`` lists every live CPU storage (the
 tensors ``gc`` tracks, and their gradients) as an ``active_allocated`` block of device 0 at its
-``data_ptr``, with the frames recorded for it or none, and ``device_traces`` the alloc events
-recorded while ``enabled="all"`` was on (as torch keeps them). ``CALLS`` (the ``enabled`` of
-each ``_record_memory_history`` call) is bound on ``torch.cuda.memory`` as ``_fake_calls``. The
-real recorder is exercised by the same tests' ``[cuda]`` variants on a GPU.
+``data_ptr``, with the frames recorded for it or none, and ``device_traces`` the events kept
+while recording (``trace``: every one with ``enabled="all"``, the last one with ``"state"``;
+dropped when turned off; a snapshot noted after it is taken, as torch keeps them). ``CALLS``
+(the ``enabled`` of each ``_record_memory_history`` call) is bound on ``torch.cuda.memory`` as
+``_fake_calls``. The real recorder is exercised by the same tests' ``[cuda]`` variants on a GPU.
 """
 
 import gc
@@ -50,15 +51,25 @@ class Recording(TorchFunctionMode):
                     known = RECORDED.get(ptr)
                     if ptr and (known is None or known[0]() is None):
                         RECORDED[ptr] = (weakref.ref(tensor), frames_of(sys._getframe(1)))
-                        if STATE["all"]:
-                            TRACE.append({"action": "alloc", "addr": ptr})
+                        trace({"action": "alloc", "addr": ptr})
         return result
+
+
+def trace(event):
+    """Keep an event as torch does while recording: every one with ``enabled="all"``, the last
+    one only with ``enabled="state"`` (its trace is capped at one entry)."""
+    if STATE["on"]:
+        TRACE.append(event)
+        if not STATE["all"]:
+            del TRACE[:-1]
 
 
 def record(enabled="all", context="all", stacks="all", **_options):
     CALLS.append(enabled)
     STATE["on"] = enabled is not None
     STATE["all"] = enabled == "all"
+    if enabled is None:
+        TRACE.clear()  # torch drops the trace when recording is turned off
 
 
 def snapshot(device=None):
@@ -86,7 +97,9 @@ def _snapshot():
         for ptr, size in storages.items()
         if ptr
     ]
-    return {"segments": [{"device": 0, "blocks": blocks}], "device_traces": [list(TRACE)]}
+    done = {"segments": [{"device": 0, "blocks": blocks}], "device_traces": [list(TRACE)]}
+    trace({"action": "snapshot", "addr": 0})  # torch notes each snapshot after taking it
+    return done
 
 
 torch.cuda.is_initialized = lambda: True

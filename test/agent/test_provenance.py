@@ -279,10 +279,13 @@ def test_the_same_cell_text_run_twice_says_so(provenance):
 
 
 def test_someone_elses_recording_is_recognised(provenance, recorded):
-    """Only an event trace (``enabled="all"``, memory_viz's) tells: frames stay on live blocks
-    after any recording is turned off, the agent's own too (the recorded snapshot has them)."""
+    """Only an event trace of more than one event (``enabled="all"``, memory_viz's) tells:
+    ``enabled="state"`` keeps one (the agent's own recording too), and frames stay on live
+    blocks after any recording is turned off (the recorded snapshot has them)."""
     assert provenance.recording_already(recorded) is False
-    traced = dict(recorded, device_traces=[[{"action": "alloc", "addr": 1, "size": 512}]])
+    event = {"action": "alloc", "addr": 1, "size": 512}
+    assert provenance.recording_already(dict(recorded, device_traces=[[event]])) is False
+    traced = dict(recorded, device_traces=[[], [event, dict(event, action="snapshot")]])
     assert provenance.recording_already(traced) is True
 
 
@@ -388,7 +391,10 @@ def test_the_users_code_turning_recording_off_is_said_and_respected(session, dev
     s = session(name="provenance-stopped-by-code")
     with_recorder(s)
     configure(s, True)
-    s.run(code="early = torch.ones(1 << 18, device=DEV)")
+    for code in ("early = torch.ones(1 << 18, device=DEV)", "more = [torch.ones(8, device=DEV)]"):
+        _, own = s.run(code=code)
+        # torch keeps a one-event trace of its own "state" recording: still the agent's
+        assert own["provenance"]["byUser"] is False and "stopped" not in own["provenance"]
     result, inventory = s.run(
         code="torch.cuda.memory._record_memory_history(enabled=None)\n"
         "late = torch.ones(1 << 19, device=DEV)"
@@ -397,22 +403,29 @@ def test_the_users_code_turning_recording_off_is_said_and_respected(session, dev
     fact = inventory["provenance"]
     assert (fact["recording"], fact["byUser"]) == (True, False), fact
     assert (fact.get("stopped"), fact.get("stoppedIn")) == (True, stopped_in), fact
-    assert origins_of(inventory, "early") == [(stopped_in - 1, 1, MiB)]
+    assert origins_of(inventory, "early") == [(stopped_in - 2, 1, MiB)]
     assert origins_of(inventory, "late") == []
     assert fact["untracedBytes"] >= 2 * MiB
     _, after = s.run(code="later = torch.ones(1 << 18, device=DEV)")
     assert after["provenance"]["stoppedIn"] == stopped_in
     assert origins_of(after, "later") == []
     assert recorder_calls(s) == ["state", None]  # the agent's start, the user's stop
+    # the user's code records again: theirs now, and no "since" (the gap is untraced)
+    _, back = s.run(code="torch.cuda.memory._record_memory_history(enabled='state')")
+    fact = back["provenance"]
+    assert (fact["byUser"], fact["since"], "stopped" in fact) == (True, None, False), fact
+    s.run(code="torch.cuda.memory._record_memory_history(enabled=None)")
+    assert recorder_calls(s) == ["state", None, "state", None]
     configure(s, False)
     s.run(code="pass")
-    assert recorder_calls(s) == ["state", None]  # nothing of the agent's left to stop
+    assert recorder_calls(s) == ["state", None, "state", None]  # nothing of the agent's to stop
     configure(s, True)
     result, again = s.run(code="fresh = torch.ones(1 << 18, device=DEV)")
     fact = again["provenance"]
     assert "stopped" not in fact and fact["since"] == result.execution_count, fact
+    assert fact["byUser"] is False
     assert origins_of(again, "fresh") == [(result.execution_count, 1, MiB)]
-    assert recorder_calls(s) == ["state", None, "state"]
+    assert recorder_calls(s) == ["state", None, "state", None, "state"]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -435,16 +448,18 @@ def test_a_users_recording_of_live_state_only_is_recognised(session, device):
         assert s.evaluate(e="__import__('torch')._C._cuda_isHistoryEnabled()")["e"] is True
 
 
-def test_a_recording_the_users_code_takes_over_becomes_theirs(session):
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_recording_the_users_code_takes_over_becomes_theirs(session, device):
     """The agent records; the user's code starts memory_viz's recording (``enabled="all"``):
     it is the user's now, and the setting going off does not stop it."""
     s = session(name="provenance-taken-over")
     with_recorder(s)
     configure(s, True)
-    s.run(code="a = torch.ones(1 << 18, device=DEV)")
+    _, own = s.run(code="a = torch.ones(1 << 18, device=DEV)")
+    assert own["provenance"]["byUser"] is False
     _, inventory = s.run(
         code="torch.cuda.memory._record_memory_history(enabled='all')\n"
-        "b = torch.ones(1 << 18, device=DEV)"
+        "b = torch.ones(1 << 18, device=DEV)\nc = torch.ones(1 << 18, device=DEV)"
     )
     assert inventory["provenance"]["byUser"] is True
     configure(s, False)
@@ -468,12 +483,15 @@ def test_shared_bytes_and_roots_whose_names_are_cut_alike(session):
     assert rows["a"]["origins"][0] == {**rows["a"]["origins"][0], "bytes": MiB, "shared": MiB}
     assert rows["both"]["origins"][0]["shared"] == MiB
     assert "shared" not in rows["alone"]["origins"][0]
+    # a cell's output named by Out[n], _n and _ is one holder: nothing of it is shared
+    _, shown = s.run(code="torch.ones(1 << 18, device=DEV)")
+    (out,) = [r for r in shown["roots"] if r["kind"] == "output" and r["bytes"]]
+    assert out["origins"][0]["bytes"] == MiB and "shared" not in out["origins"][0], out
     cut = [r for r in inventory["roots"] if r["name"].startswith("vvv")]
     assert len(cut) == 2 and cut[0]["name"] == cut[1]["name"]
     assert all("origins" not in r for r in cut), cut
-    # a re-sent inventory (nothing changed) says the same
+    # a re-sent inventory (nothing changed since the cell before) says the same
+    _, shown = s.run(code="pass")
     _, same = s.run(code="pass")
     assert same["skipped"] is True
-    assert [r.get("origins") for r in same["roots"]] == [
-        r.get("origins") for r in inventory["roots"]
-    ]
+    assert [r.get("origins") for r in same["roots"]] == [r.get("origins") for r in shown["roots"]]

@@ -265,7 +265,7 @@ describe('OriginsSection', () => {
       return text;
     };
     expect(note(8)).toBe(
-      '130.0 MiB live on all devices · your code turned recording off (seen after cell [8]): later blocks have no origin; turn Record Allocation Origins off and on to record again · 4 B with no recorded stack'
+      '130.0 MiB live on all devices · your code turned recording off (seen after cell [8]): later blocks have no origin; turn recording off and on to record again · 4 B with no recorded stack'
     );
     expect(note(null)).toContain(
       'your code turned recording off: later blocks have no origin'

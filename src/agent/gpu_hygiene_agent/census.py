@@ -57,9 +57,32 @@ class Census(NamedTuple):
     owners: list  # owners.owner_facts
     kept_errors: list  # errors.kept_errors
     optimizers: list  # optimizers.optimizer_rows
-    root_storages: dict  # (kind, row name) -> provenance.kept_storages, when asked (else {})
+    root_storages: object  # RootStorages when origins were asked for, else None
     cut: bool  # a message bound or a graph search bound was hit
     graphless: dict  # the graph search's memo for the next inventory
+
+
+class RootStorages(NamedTuple):
+    """What the roots keep, as plain ints kept between inventories to read the origins again
+    (re-sent inventories: the same roots keep the same storages)."""
+
+    by_root: dict  # (kind, row name) -> provenance.kept_storages; None: two roots cut alike
+    shared: frozenset  # addresses of the storages more than one holder keeps
+
+
+def shared_addresses(keepers, keeps):
+    """The addresses of the storages more than one holder keeps (``keepers``:
+    ``rootbytes.keep``'s, by holder key: ``Out[7]``, ``_7`` and ``_`` naming one object are one
+    holder; an item that is a model's id stands for its storages, ``keeps[id]``)."""
+    out = set()
+    for item, holders in keepers.items():
+        if len(holders) > 1:
+            unit = keeps.get(item) if type(item) is int else None
+            if unit is not None:
+                out.update(key[1] for key in unit)
+            else:
+                out.add(item[1])
+    return frozenset(out)
 
 
 def owner_finder(parent):
@@ -422,21 +445,16 @@ def recheck(roots, since, owner):
 
 def add_origins(rows, storages, origin_of):
     """Set ``origins`` (``provenance.root_origins``) on the root rows that have any
-    (``storages``: {(kind, row name): provenance.kept_storages, or None where two roots' names
-    were cut to the same row name: neither gets origins, rather than the other's}); drop stale
-    ones. An origin's ``shared``: its bytes that another root keeps too."""
+    (``storages``: a ``RootStorages``; a row whose name two roots were cut to gets none,
+    rather than the other's); drop stale ones. An origin's ``shared``: its bytes that another
+    holder keeps too."""
     for row in rows:
         row.pop("origins", None)
-    if not origin_of:
+    if not origin_of or storages is None:
         return
-    keepers = {}
-    for kept in storages.values():
-        for address, _size in kept or ():
-            keepers[address] = keepers.get(address, 0) + 1
-    shared = {address for address, count in keepers.items() if count > 1}
     for row in rows:
         found = provenance.root_origins(
-            storages.get((row["kind"], row["name"])) or (), origin_of, shared
+            storages.by_root.get((row["kind"], row["name"])) or (), origin_of, storages.shared
         )
         if found:
             row["origins"] = found
@@ -489,14 +507,16 @@ def build(
     per_root, attributed, loose, keepers = rootbytes.tally_roots(
         roots, parts.keeps, listed, owner, params, graph_storages, parts.sizes, parts.keysets
     )
-    storages = {}
+    storages = None
     if origin_of is not None:  # provenance asked for: kept for re-sent inventories too
+        by_root = {}
         for (kind, name), tally in per_root.items():
             key = (kind, short(name))
             # two long names cut to one row name: the rows cannot be told apart
-            storages[key] = (
-                None if key in storages else provenance.kept_storages(tally.kept, parts.keeps)
+            by_root[key] = (
+                None if key in by_root else provenance.kept_storages(tally.kept, parts.keeps)
             )
+        storages = RootStorages(by_root, shared_addresses(keepers, parts.keeps))
     rows, rows_cut = rootbytes.root_rows(
         per_root, parts.keeps, holders, attributed, truncated, cells, keepers, parts.sizes
     )

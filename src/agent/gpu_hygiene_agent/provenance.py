@@ -118,6 +118,18 @@ def block_origin(frames, cell_of, max_frames=PROVENANCE_FRAMES):
     return ("other", None, first[1], first[0], first[2], None, None)
 
 
+def _int_or(value, default=-1):
+    return value if type(value) is int else default
+
+
+def _group_order(item):
+    """Largest first; equal bytes by device, kind, cell, line and name (a stable order from
+    one inventory to the next, whatever order the snapshot lists its blocks in)."""
+    (device, kind, cell, line, filename, name, _via_cell, _via_line), (size, _count) = item
+    text = (filename if type(filename) is str else "", name if type(name) is str else "")
+    return (-size, device, kind, _int_or(cell), _int_or(line), *text)
+
+
 def reduce_snapshot(
     snapshot,
     cell_of,
@@ -200,7 +212,7 @@ def reduce_snapshot(
         else:
             entry[0] += size
             entry[1] += 1
-    ordered = sorted(groups.items(), key=lambda item: -item[1][0])
+    ordered = sorted(groups.items(), key=_group_order)
     rows = []
     index = {}
     for key, (size, count) in ordered[:max_groups]:
@@ -292,7 +304,10 @@ class Recorder:
     this agent records). A recording the user's code turns off (``history_enabled`` False) is
     ``stopped`` (``stopped_in``: the last cell run when it was seen): the live blocks' frames are
     still read, later blocks are untraced, and the agent does not start it again until the
-    setting is turned off and on (its code chose to stop it).
+    setting is turned off and on (its code chose to stop it); if the user's code records
+    again, that recording is the user's. These are seen between cells: a cell that turns
+    recording off and on again, or calls ``enabled="state"`` while the agent records, is not
+    told apart (the agent then stops it when the setting goes off).
     Why it is not recording while wanted is ``reason``: ``"torch"`` (not imported), ``"cuda"``
     (no CUDA use yet), ``"unsupported"`` (this torch lacks
     ``torch.cuda.memory._record_memory_history`` with ``enabled="state"``, or refused it:
@@ -369,6 +384,9 @@ class Recorder:
                     api[0](enabled=None)
 
     def _start(self, torch, next_count):
+        self.by_user = False
+        self.stopped = False
+        self.stopped_in = None
         if torch is None:
             self.reason = "torch"
             return
@@ -400,9 +418,11 @@ class Recorder:
             self.stopped = True
             self.stopped_in = next_count - 1 if type(next_count) is int and next_count > 1 else None
         elif enabled is True and self.stopped:
+            # the user's code records again: theirs, and the blocks of the gap are untraced
             self.stopped = False
             self.stopped_in = None
             self.by_user = True
+            self.since = None
 
     def _say_who(self, fact):
         fact["byUser"] = self.by_user
@@ -476,17 +496,17 @@ def history_enabled(torch):
 
 
 def recording_already(snapshot):
-    """Whether the user's code already records allocation history (bool): ``snapshot`` (a
-    ``_snapshot()``, taken before this agent starts one) has an event trace, which only
-    ``enabled="all"`` keeps (memory_viz's recording). Live blocks' frames are no sign: they
-    stay after a recording (this agent's too) is turned off. A user's ``enabled="state"``
-    recording is not told apart: the agent then records the same way, and stops it when the
-    setting goes off."""
+    """Whether a ``_snapshot()`` shows a recording with history, memory_viz's
+    ``enabled="all"`` (bool): a device trace of more than one event. ``enabled="state"`` keeps
+    a trace too, of at most one event (torch caps it at one entry), so the agent's own
+    recording never reads as someone else's; a trace is cleared when recording is turned off.
+    Live blocks' frames are no sign: they stay after any recording is turned off. A user's
+    ``enabled="state"`` recording is told by ``history_enabled`` instead."""
     if type(snapshot) is not dict:
         return False
     traces = snapshot.get("device_traces")
     traces = traces if type(traces) is list else ()
-    return any(type(trace) is list and len(trace) > 0 for trace in traces)
+    return any(type(trace) is list and len(trace) > 1 for trace in traces)
 
 
 def kept_storages(kept, keeps):

@@ -256,11 +256,11 @@ function OriginsTable(props: {
           view.stopped
             ? view.stopped.cell !== null
               ? trans.__(
-                  'your code turned recording off (seen after cell [%1]): later blocks have no origin; turn Record Allocation Origins off and on to record again',
+                  'your code turned recording off (seen after cell [%1]): later blocks have no origin; turn recording off and on to record again',
                   view.stopped.cell
                 )
               : trans.__(
-                  'your code turned recording off: later blocks have no origin; turn Record Allocation Origins off and on to record again'
+                  'your code turned recording off: later blocks have no origin; turn recording off and on to record again'
                 )
             : null,
           view.error ? trans.__('this read failed: %1', view.error) : null,
