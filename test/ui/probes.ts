@@ -7,6 +7,7 @@
  */
 import type { IJupyterLabPageFixture } from '@jupyterlab/galata';
 import type { Page } from '@playwright/test';
+import { setCellSource } from './notebook-file';
 
 /** The agent's package in `sys.modules`, its comm target and sampler thread. */
 export const MODULE = '_jupyterlab_gpu_hygiene_agent';
@@ -224,23 +225,16 @@ export async function clickToolbarClean(page: Page): Promise<void> {
 }
 
 /**
- * Set the source of cell `index` of the current notebook and run it. The
- * source goes through the shared model: typed into the editor, its
- * auto-indent would change the code.
+ * Set the source of code cell `index` of the current notebook and run it.
+ * The source goes through the model (`setCellSource`): typed into the
+ * editor, its auto-indent would change the code.
  */
 export async function runInCell(
   page: IJupyterLabPageFixture,
   index: number,
   code: string
 ): Promise<void> {
-  await page.evaluate(
-    ([at, source]) => {
-      const app = (window as any).jupyterapp;
-      const cells = app.shell.currentWidget.content.model.sharedModel.cells;
-      cells[at].setSource(source);
-    },
-    [index, code] as const
-  );
+  await setCellSource(page, index, code);
   await page.notebook.runCell(index);
 }
 
