@@ -298,8 +298,8 @@ class Recorder:
     ``wanted`` comes from the browser's ``configure`` (``provenance: true``). Recording starts
     at the first hook (before or after a user cell) that finds torch imported and its CUDA
     state initialised by the user's code (this never initialises it), and stops when no longer
-    wanted or when the agent stops. A recording the user's code had already started (a
-    snapshot with stacks or an event trace, or ``history_enabled``) is only read: ``byUser``,
+    wanted or when the agent stops. A recording the user's code had already started
+    (``history_enabled``, or an event trace: ``recording_already``) is only read: ``byUser``,
     never changed or stopped; so is one the user's code takes over (an event trace appears while
     this agent records). A recording the user's code turns off (``history_enabled`` False) is
     ``stopped`` (``stopped_in``: the last cell run when it was seen): the live blocks' frames are
@@ -524,8 +524,8 @@ def kept_storages(kept, keeps):
 def root_origins(storages, origin_of, shared=(), limit=MAX_ROOT_ORIGINS):
     """The origins of one root's CUDA storages (``storages``: ``kept_storages``; ``origin_of``:
     ``Reading.origin_of``: {address: (group index, block size)}; ``shared``: the addresses
-    another root keeps too): ``[{"group": index in the fact's groups, "bytes", "shared": of
-    those bytes, what another root keeps too (only when > 0)}]``, largest first, at most
+    another holder keeps too): ``[{"group": index in the fact's groups, "bytes", "shared": of
+    those bytes, what another holder keeps too (only when > 0)}]``, largest first, at most
     ``limit``; storages of no reported group are left out."""
     by_group = {}
     for address, size in storages:
