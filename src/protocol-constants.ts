@@ -16,3 +16,6 @@ export const COMM_TARGET = 'jupyterlab_gpu_hygiene.v1';
 
 /** Marker comment that identifies a clean cell (the agent reports `cleaned` after it). */
 export const CLEAN_MARKER = '# gpu-hygiene: clear_gpu';
+
+/** Most processes per device in a `gpuProcesses` message (the agent keeps the largest). */
+export const GPU_PROCESSES_MAX_PER_DEVICE = 64;

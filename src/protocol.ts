@@ -14,14 +14,14 @@ import { PROTOCOL_VERSION } from './protocol-constants';
 // This module loads zod: modules on JupyterLab's start path import only its
 // types (`import type`), and the constants from src/protocol-constants.ts;
 // the validator comes with the agent's chunk (src/agent-chunk.ts).
+import { GPU_PROCESSES_MAX_PER_DEVICE } from './protocol-constants';
 export {
   CLEAN_MARKER,
   COMM_TARGET,
+  GPU_PROCESSES_MAX_PER_DEVICE,
   PROTOCOL_VERSION
 } from './protocol-constants';
 
-/** Most processes per device in a `gpuProcesses` message (the agent keeps the largest). */
-export const GPU_PROCESSES_MAX_PER_DEVICE = 64;
 /** Most devices in a `gpuProcesses` message. */
 export const GPU_PROCESSES_MAX_DEVICES = 16;
 
@@ -110,7 +110,13 @@ const sample = z.object({
    * and the memory it may use (physical, or its cgroup's limit when lower),
    * bytes; null where they cannot be read (not Linux).
    */
-  ram: z.optional(z.object({ rss: nullableBytes, total: nullableBytes }))
+  ram: z.optional(z.object({ rss: nullableBytes, total: nullableBytes })),
+  /**
+   * Agent 0.16.0: the pids of the kernel's direct child processes (a
+   * DataLoader worker is one), sorted, at most 64 (`/proc`); absent where
+   * they cannot be read.
+   */
+  children: z.optional(z.array(count).check(z.maxLength(64)))
 });
 
 /** `hex(id())` of a Python object, as the agent writes it. */
@@ -595,7 +601,13 @@ export type ILimit = z.infer<typeof limit>;
  * nvidia-smi gives it; `total` in bytes.
  */
 export type IDeviceInfo = z.infer<typeof deviceInfo>;
-/** `sample`: device memory figures pushed by the agent's sampler thread. */
+/**
+ * `sample`: device memory figures pushed by the agent's sampler thread: every
+ * `sampleIntervalMs` while a user cell runs; between cells the first one after
+ * the cell and then only when this kernel's own figures changed (its VRAM,
+ * allocated / reserved, SM share, resident memory by ≥ 1 MiB, child
+ * processes), so that an idle kernel sends nothing (agent 0.16.0).
+ */
 export type ISample = z.infer<typeof sample>;
 /**
  * `sample.progress`: the Ultralytics trainer training in the running cell,
@@ -823,5 +835,18 @@ export interface IInventoryRequest {
   type: 'inventory';
 }
 
+/**
+ * Browser → kernel: a user asked for fresh figures (agent 0.16.0): the agent
+ * answers with a `sample` and, with NVML, a `gpuProcesses`. Sent only on a
+ * user's action (opening the gauge's popup or the panel) where the server
+ * cannot read the kernel's GPU: every message to a kernel counts as its
+ * activity for idle cullers.
+ */
+export interface ISampleRequest {
+  protocol: typeof PROTOCOL_VERSION;
+  type: 'sample';
+}
+
 /** Any browser → kernel message. */
-export type BrowserMessage = IConfigureMessage | IInventoryRequest;
+export type BrowserMessage =
+  IConfigureMessage | IInventoryRequest | ISampleRequest;

@@ -529,12 +529,8 @@ class Session:
         return dev0(self.samples_after[number])
 
     def sample(self):
-        """A sample taken now: a ``configure`` wakes the sampler, which sends one at once."""
-        before = len(self.comm.messages("sample"))
-        self.comm.send(
-            {"protocol": kd.PROTOCOL, "type": "configure", "sampleIntervalMs": self.interval_ms}
-        )
-        return self.comm.wait_for("sample", before + 1, timeout=10)[-1]
+        """A sample taken now: asked for, as the page does on a user's action (issue 40)."""
+        return self.comm.request_sample(timeout=10)
 
     def evaluate(self, **expressions):
         return self.kernel.evaluate(**expressions)

@@ -253,6 +253,21 @@ class Comm:
                 )
             self.kernel.pump(min(left, 0.2))
 
+    def request_sample(self, timeout=30.0):
+        """Send a ``sample`` request (what the page sends when a user opens the gauge's popup
+        or the panel) and return the sample that answers it (dict). Between cells the agent
+        sends no sample on its own unless this kernel's figures moved."""
+        before = len(self.messages("sample"))
+        self.send({"protocol": PROTOCOL, "type": "sample"})
+        return self.wait_for("sample", before + 1, timeout)[before]
+
+    def busy_samples(self, seconds=1.5):
+        """Run a user cell that sleeps ``seconds`` and return the samples the sampler thread
+        sent while it ran (list of dicts, ``busy`` true): proof that the thread runs."""
+        before = len(self.messages("sample"))
+        self.kernel.run(f"__import__('time').sleep({seconds})")
+        return [m for m in self.messages("sample")[before:] if m["busy"]]
+
     def request_inventory(self, timeout=60.0):
         """Send an ``inventory`` request and return the answer (dict)."""
         before = len(self.messages("inventory"))
@@ -361,6 +376,7 @@ class Kernel:
 
     def __init__(self, env=None, connection_file=None, kernel_name=None):
         self.comm_log = []  # comm_open / comm_msg / comm_close from IOPub, in order
+        self.iopub_log = []  # (time.monotonic() when read, msg_type) of every IOPub message
         self.by_parent = {}  # parent msg_id -> [IOPub messages]
         self.idle = set()  # parent msg_ids whose 'idle' status arrived
         if connection_file is not None:
@@ -428,6 +444,7 @@ class Kernel:
             except queue.Empty:
                 return
             kind = msg["msg_type"]
+            self.iopub_log.append((time.monotonic(), kind))
             if kind in ("comm_open", "comm_msg", "comm_close"):
                 self.comm_log.append(msg)
             parent = msg["parent_header"].get("msg_id")

@@ -224,8 +224,7 @@ def test_a_module_failing_to_load_leaves_the_running_agent_as_it_was(new_kernel)
     n = len(comm.messages("inventory"))
     kernel.run("x = [1]")
     comm.wait_for("inventory", n + 1)
-    n_samples = len(comm.messages("sample"))
-    comm.wait_for("sample", n_samples + 2)
+    assert len(comm.busy_samples(1.0)) >= 2
 
 
 def test_an_install_that_fails_leaves_nothing_but_the_load_error(new_kernel):
@@ -296,7 +295,8 @@ def test_a_kernel_running_the_single_file_0_2_0_agent_is_cleanly_replaced(new_ke
     n_old = len(old_comm.messages())
     new_comm = kernel.open_comm(300)
     assert new_comm.messages("hello")[0]["agentVersion"] == AGENT_VERSION
-    samples = new_comm.wait_for("sample", 3, timeout=10)
+    samples = new_comm.wait_for("sample", 1, timeout=10) + new_comm.busy_samples(1.0)
+    assert len(samples) >= 3
     seqs = [s["seq"] for s in samples]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
     kernel.run("x = 1")
@@ -312,7 +312,7 @@ def test_hello_and_samples(module_kernel):
     comm = kernel.open_comm(300)
     hello = comm.messages("hello")[0]
     assert hello["protocol"] == PROTOCOL
-    assert hello["agentVersion"] == "0.15.0"
+    assert hello["agentVersion"] == "0.16.0"
     assert hello["python"].count(".") == 2
     assert isinstance(hello["pid"], int)
     assert hello["torch"] is None  # torch not imported in this kernel
@@ -326,9 +326,12 @@ def test_hello_and_samples(module_kernel):
     messages = comm.messages()
     assert [m["type"] for m in messages[:2]] == ["hello", "inventory"]
 
-    samples = comm.wait_for("sample", 8, timeout=10)
-    assert all(s["devices"] == [] and s["busy"] is False for s in samples)
-    seqs = [s["seq"] for s in samples]
+    (first,) = comm.wait_for("sample", 1, timeout=10)
+    assert first["devices"] == [] and first["busy"] is False
+    # between cells nothing more (issue 40); while a cell runs, one every 300 ms
+    samples = comm.busy_samples(2.5)
+    assert len(samples) >= 6 and all(s["devices"] == [] for s in samples)
+    seqs = [s["seq"] for s in [first, *samples]]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
     gaps = [b["t"] - a["t"] for a, b in zip(samples[1:], samples[2:])]
     gaps.sort()
@@ -347,9 +350,13 @@ def test_samples_keep_coming_while_a_cell_runs(module_kernel):
     during = [s for s in comm.messages("sample")[n_before:] if started + 0.3 < s["t"] < ended - 0.3]
     assert len(during) >= 5, during
     assert all(s["busy"] is True for s in during)
-    # and the kernel is reported idle again after the cell
-    later = comm.wait_for("sample", n_before + len(during) + 3)[-1]
-    assert later["busy"] is False
+    # and the kernel is reported idle again after the cell: the sample that closes it
+    deadline = time.monotonic() + 10
+    while not [
+        m for m in comm.messages("sample")[n_before:] if m["t"] >= ended - 0.3 and not m["busy"]
+    ]:
+        assert time.monotonic() < deadline, "no idle sample after the cell"
+        kernel.pump(0.2)
 
 
 def test_configure_changes_the_interval_and_bad_messages_become_errors(module_kernel):
@@ -358,8 +365,8 @@ def test_configure_changes_the_interval_and_bad_messages_become_errors(module_ke
     comm = kernel.open_comm(1000)
     comm.send({"protocol": PROTOCOL, "type": "configure", "sampleIntervalMs": 50})  # clamped to 250
     time.sleep(0.5)
-    n = len(comm.messages("sample"))
-    samples = comm.wait_for("sample", n + 6, timeout=10)[n:]
+    samples = comm.busy_samples(2.5)
+    assert len(samples) >= 6
     gaps = sorted(b["t"] - a["t"] for a, b in zip(samples, samples[1:]))
     assert 0.2 <= gaps[len(gaps) // 2] <= 0.4, gaps
 
@@ -409,7 +416,7 @@ def test_two_comms_both_get_broadcasts_and_a_closed_one_is_forgotten(module_kern
     kernel.run("z = 3")
     notebook.wait_for("inventory", n_nb + 1)
     console.wait_for("inventory", n_co + 1)
-    notebook.wait_for("sample", 2)
+    notebook.wait_for("sample", 2)  # each comm's first, and the one that closed the cell
     console.wait_for("sample", 2)
     console.close()
     time.sleep(0.5)

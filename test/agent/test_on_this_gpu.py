@@ -407,10 +407,13 @@ def run_on_one_gpu(cuda, tmp, label, render):
         # kernel A's list with all three, each with at least its known amount
         want = {seen.pid[k]: KNOWN[k] for k in KNOWN}
         started = time.monotonic()
+        # A is idle: its agent says nothing of other processes on its own (issue 40); the page
+        # asks when the user opens the panel (a sample request: a sample and the list)
         while not any(lists_all(m, want) for m in a.messages("gpuProcesses")):
             if time.monotonic() - started > 30:
                 break
-            kernels["a.ipynb"].pump(0.2)
+            a.send({"protocol": kd.PROTOCOL, "type": "sample"})
+            kernels["a.ipynb"].pump(1.0)
         seen.waited_s = time.monotonic() - started
         seen.listed = [m for m in a.messages("gpuProcesses") if lists_all(m, want)]
         seen.message = (seen.listed or a.messages("gpuProcesses") or [None])[0]
@@ -418,8 +421,7 @@ def run_on_one_gpu(cuda, tmp, label, render):
         seen.status, seen.answer = server.request(ROUTE)
         seen.no_token = server.request(ROUTE, token=False)[0]
         seen.metrics_no_token = server.fetch(METRICS, token=False)[0]
-        a.send({"protocol": kd.PROTOCOL, "type": "configure", "sampleIntervalMs": 1000})
-        a.wait_for("sample", len(a.messages("sample")) + 1, timeout=10)  # a fresh sample
+        a.request_sample(timeout=10)  # a fresh sample
         for attempt in range(2):
             # the truth beside the browser's view of A's messages: nvidia-smi (the fake's
             # figures on the CPU) and NVML from this process
@@ -441,6 +443,7 @@ def run_on_one_gpu(cuda, tmp, label, render):
                 break
             # a figure moved between the agent's read and nvidia-smi's: the next list
             with contextlib.suppress(AssertionError):
+                a.request_sample(timeout=10)
                 a.wait_for("gpuProcesses", len(a.messages("gpuProcesses")) + 1, timeout=12)
         seen.lists = len(a.messages("gpuProcesses"))
         for path, comm in comms.items():

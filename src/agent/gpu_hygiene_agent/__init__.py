@@ -75,6 +75,7 @@ MODULES = (
     "lasterror",
     "inventory",
     "transport",
+    "quiet",
     "sampler",
     "oom",
     "clean",

@@ -20,6 +20,7 @@ from .limits import (
     PROTOCOL,
 )
 from .progress import ProgressReader
+from .quiet import Quiet
 from .ram import Ram
 from .sampler import SamplerThread
 from .tracker import ModuleTracker
@@ -77,6 +78,7 @@ class Agent:
         self.pid = os.getpid()
         self.gpu_processes = GpuProcesses(self.pid)
         self.ram = Ram()  # the sample's RAM figures
+        self.quiet = Quiet()  # between cells, a sample only when this kernel's figures moved
         own = (self, self.kernel, self.comm_manager, self.tracker, self.comms, self.transport)
         self.inventory = inventory.Inventory(
             shell, self.tracker, frozenset(map(id, own)), self._inventory_error
@@ -187,6 +189,7 @@ class Agent:
         # Only now does the sampler see the comm: hello is always its first message.
         self.transport.add(comm)
         self.gpu_processes.force = True  # the new comm gets the list at the next read
+        self.quiet.forget()  # and a sample, whatever it says
         data = msg.get("content", {}).get("data") or {}
         try:
             check_message(data)
@@ -213,6 +216,8 @@ class Agent:
         kind = data.get("type")
         if kind == "configure":
             self.configure(data)
+        elif kind == "sample":
+            self._answer_sample(self.comms.get(content.get("comm_id")))
         elif kind == "inventory":
             self.ensure_tracking()
             message = self.build_inventory(None)
@@ -221,6 +226,20 @@ class Agent:
                 self.transport.send(comm, message)
         else:
             raise ValueError(f"unknown message type {kind!r}"[:200])
+
+    def _answer_sample(self, comm):
+        """A user asked for fresh figures (the page opened the gauge's popup or the panel where
+        the server cannot read this kernel's GPU): a ``sample`` and a ``gpuProcesses`` now, on
+        the comm that asked."""
+        if comm is None:
+            return
+        payload = self.sample()
+        self.transport.send(comm, payload)
+        if self.devices.nvml is not None:
+            self.gpu_processes.force = True
+            listed = self.gpu_processes.poll(self.devices, self._nvml_error)
+            if listed is not None:
+                self.transport.send(comm, listed)
 
     def on_comm_close(self, msg):
         """Forget a comm the browser closed."""
@@ -286,6 +305,8 @@ class Agent:
         if not user_cell(getattr(result, "info", None)):
             return
         self.busy = False
+        self.gpu_processes.force = True  # a fresh list of the GPU's processes after each cell
+        self.quiet.forget()  # and the sample that says the cell ended
         try:
             self._after_cell(result)
         finally:
@@ -367,14 +388,20 @@ class Agent:
     # ---- samples and inventories
 
     def _tick(self):
-        """One turn of the sampler thread: a ``sample`` to every open comm."""
+        """One turn of the sampler thread: a ``sample`` to every open comm while a cell runs;
+        between cells only the first one and those whose own figures moved (``quiet``: an idle
+        kernel sends nothing, so idle cullers see it idle)."""
         if self.comms:
             try:
                 payload = self.sample()
             except Exception as exc:
                 self.error("sample", exc)
-            else:
-                self.broadcast(payload)
+                return
+            if not self.quiet.wants(payload):
+                self.quiet.skipped += 1
+                return
+            self.broadcast(payload)
+            self.quiet.sent(payload)
 
     def _reading(self):
         """Whether the sampler thread reads allocated between samples: while a user cell runs,
@@ -383,10 +410,14 @@ class Agent:
 
     def _slow_tick(self):
         """The sampler thread's slower turn (every 2 s): ``gpuProcesses`` to every open comm
-        when the list changed or 10 s passed. False when there was nothing to do (no comm, no
-        NVML), so that it runs again at the next tick."""
+        while a cell runs, when the list changed or 10 s passed; between cells only once after
+        each cell and for a new comm (``force``): the other processes' memory moves without
+        this kernel, and the server extension reads it. False when there was nothing to do
+        (no comm, no NVML), so that it runs again at the next tick."""
         if not self.comms or self.devices.nvml is None:
             return False
+        if not self.busy and not self.gpu_processes.force:
+            return True
         try:
             payload = self.gpu_processes.poll(self.devices, self._nvml_error)
         except Exception as exc:
@@ -412,6 +443,9 @@ class Agent:
             "devices": self.devices.sample(self._nvml_error),
             "ram": self.ram.fact(),
         }
+        kids = children.direct_children(self.pid)
+        if kids is not None:
+            message["children"] = kids
         if progress is not None:
             message["progress"] = progress
         return message

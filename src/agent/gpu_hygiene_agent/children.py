@@ -62,6 +62,16 @@ def proc_children(pid, proc="/proc"):
     return out
 
 
+def direct_children(pid, proc="/proc"):
+    """The pids of ``pid``'s direct children, sorted, at most ``MAX_CHILDREN`` (a DataLoader
+    worker is one), for the ``sample``'s ``children``: a few ``/proc`` reads, cheap enough for
+    every sample. None where ``/proc`` cannot say (no ``/proc``, another OS)."""
+    try:
+        return sorted(proc_children(pid, proc))[:MAX_CHILDREN]
+    except (OSError, ValueError):
+        return None
+
+
 def cuda_files(pid, proc="/proc"):
     """How many of ``pid``'s open files (at most ``MAX_FDS`` looked at) are the device files
     a CUDA context opens (``/dev/nvidia-uvm``, ``/dev/nvidia<N>``; not ``/dev/nvidiactl``,

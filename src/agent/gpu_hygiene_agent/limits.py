@@ -1,6 +1,6 @@
 """Names, versions and bounds of the agent (constants only; every other module reads them here)."""
 
-AGENT_VERSION = "0.15.0"
+AGENT_VERSION = "0.16.0"
 PROTOCOL = 2
 MODULE_NAME = "_jupyterlab_gpu_hygiene_agent"  # the package's name in sys.modules
 COMM_TARGET = "jupyterlab_gpu_hygiene.v1"
