@@ -97,9 +97,11 @@ class FindingsReports:
 
 class FindingsReportHandler(APIHandler):
     """``PUT {base_url}gpu-hygiene/kernels/<kernel_id>/findings``: 204, or 400 / 404 with the
-    reason."""
+    reason. A page's report follows its kernel's inventory by itself: it does not move the
+    server's ``last_activity`` (``_track_activity``)."""
 
     auth_resource = AUTH_RESOURCE
+    _track_activity = False
 
     @web.authenticated
     @authorized("write", resource=AUTH_RESOURCE)

@@ -20,8 +20,8 @@ Metrics (gauges; bytes and seconds, as Prometheus names them):
   ``path`` (the notebook) only when ``GpuHygieneMetrics.notebook_paths`` is on (off by default,
   for privacy) and the user may read ``/api/sessions``;
 - ``jupyter_gpu_hygiene_kernel_idle_seconds`` {kernel_id}: since the kernel last ran code, 0
-  while busy (``ExecutionActivity``: not jupyter_server's ``last_activity``, which the agent's
-  samples keep fresh);
+  while busy (``ExecutionActivity``: not jupyter_server's ``last_activity``, which any IOPub
+  message moves: a comm's, a thread's output);
 - ``jupyter_gpu_hygiene_kernel_vram_bytes`` {kernel_id, device, uuid, mig}: what NVML lists for
   the kernel's process on that device (a MIG slice is a device of its own, ``mig="1"``);
 - ``jupyter_gpu_hygiene_kernel_idle_holding_vram`` {kernel_id}: 1 when the kernel has been idle
@@ -89,9 +89,9 @@ class GpuHygieneMetrics(Configurable):
         config=True,
         help="Shut down every kernel flagged by jupyter_gpu_hygiene_kernel_idle_holding_vram "
         "(idle at least idle_minutes by the server's own watch of its execute requests, "
-        "holding at least idle_min_mib of VRAM), checked every cull_interval_s. "
-        "jupyter_server's cull_idle_timeout cannot see such a kernel as idle: the agent's "
-        "samples count as activity there.",
+        "holding at least idle_min_mib of VRAM), checked every cull_interval_s: an opt-in "
+        "beside jupyter_server's cull_idle_timeout (which culls every idle kernel, holding "
+        "VRAM or not, and counts any IOPub message as activity).",
     )
     cull_interval_s = Float(
         60.0,
@@ -112,6 +112,9 @@ class Device:
     used: int | None
     #: {pid: bytes} of the processes NVML lists on it (None: NVML gives no figure).
     processes: dict[int, int | None] = field(default_factory=dict)
+    #: Percent of NVML's last sample period in which a kernel ran (nvidia-smi's GPU-Util), or
+    #: None where the driver gives none (a MIG slice).
+    utilization: int | None = None
 
 
 @dataclass
@@ -197,9 +200,22 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _memory(nvml: Any, handle: Any) -> Any:
+    """A device's memory info, NVML's v2 struct where the bindings and driver have it: its
+    ``used`` leaves out the driver's reserved memory, as nvidia-smi and the agent count it (v1
+    counted 615 MiB on an idle H200)."""
+    version = getattr(nvml, "nvmlMemory_v2", None)
+    if version is not None:
+        try:
+            return nvml.nvmlDeviceGetMemoryInfo(handle, version=version)
+        except Exception:  # an old driver: v1
+            pass
+    return nvml.nvmlDeviceGetMemoryInfo(handle)
+
+
 def _device(nvml: Any, handle: Any, index: str, mig: bool) -> Device:
     """One device's memory and the processes on it (compute and graphics, by pid)."""
-    memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+    memory = _memory(nvml, handle)
     processes: dict[int, int | None] = {}
     for lister in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
         try:
@@ -212,6 +228,10 @@ def _device(nvml: Any, handle: Any, index: str, mig: bool) -> Device:
             processes[process.pid] = (
                 used if known is None else known if used is None else max(known, used)
             )
+    try:
+        utilization: int | None = int(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+    except Exception:  # a MIG slice, or a driver without the figure
+        utilization = None
     return Device(
         index=index,
         uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
@@ -219,6 +239,7 @@ def _device(nvml: Any, handle: Any, index: str, mig: bool) -> Device:
         total=int(memory.total),
         used=int(memory.used),
         processes=processes,
+        utilization=utilization,
     )
 
 
@@ -228,10 +249,11 @@ class ExecutionActivity:
     stream (as jupyter_server's ``start_watching_activity`` watches it).
 
     jupyter_server's ``last_activity`` is not used for idle time: every IOPub message counts
-    there, ``comm_msg`` included, and the agent's comm sends a sample every second while a
-    notebook is open, so that figure never ages. ``watch`` starts watching the kernels it is
-    given (from the first scrape, and every ``poll_s`` from ``start``), ``forget`` drops those
-    that are gone; a kernel is counted from when its watch began until it first runs code.
+    there, ``comm_msg`` included (a user's own comm or thread output, or an agent before 0.16.0,
+    whose comm sent a sample every second while a notebook was open, keeps that figure young).
+    ``watch`` starts watching the kernels it is given (from the first scrape, and every
+    ``poll_s`` from ``start``), ``forget`` drops those that are gone; a kernel is counted from
+    when its watch began until it first runs code.
     """
 
     def __init__(self, clock=time.time) -> None:
@@ -540,9 +562,12 @@ def exposition(families: list[GaugeMetricFamily]) -> bytes:
 
 
 class GpuHygieneMetricsHandler(APIHandler):
-    """``GET {base_url}gpu-hygiene/metrics``: the gauges above, read at each scrape."""
+    """``GET {base_url}gpu-hygiene/metrics``: the gauges above, read at each scrape. A scrape is
+    no user's activity: it does not move the server's ``last_activity`` (``_track_activity``),
+    which JupyterHub's idle culler reads."""
 
     auth_resource = AUTH_RESOURCE
+    _track_activity = False
 
     @web.authenticated
     @authorized("read", resource=AUTH_RESOURCE)

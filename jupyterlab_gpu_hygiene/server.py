@@ -113,10 +113,46 @@ async def kernels_answer(kernel_manager: Any, session_manager: Any) -> dict:
     }
 
 
+def devices_answer(nvml: Any) -> dict:
+    """The GPUs as this server's NVML reads them (``metrics.Nvml``), for the page between cells:
+    an idle kernel's agent says nothing (issue 40), so the device's own figures, which move
+    without the kernel (other processes, GPU-Util), come from here, without touching any kernel.
+
+    ``{"error": str | None, "devices": [{"uuid", "index", "mig", "total", "used",
+    "utilization", "processes": [{"pid", "used"}]}]}``: bytes (NVML's v2 ``used``, as
+    nvidia-smi), percent; ``index`` is NVML's ("0", a MIG slice "0:1"); the page matches a
+    kernel's devices by ``uuid`` (a kernel behind a gateway, or in another pid namespace, has
+    devices this server does not see, and then asks its kernel when a user looks)."""
+    reading = nvml.read()
+    return {
+        "error": reading.error[:500] if reading.error else None,
+        "devices": [
+            {
+                "uuid": device.uuid,
+                "index": device.index,
+                "mig": device.mig,
+                "total": device.total,
+                "used": device.used,
+                "utilization": device.utilization,
+                "processes": [
+                    {"pid": pid, "used": used} for pid, used in sorted(device.processes.items())
+                ],
+            }
+            for device in reading.devices
+        ],
+    }
+
+
 class GpuHygieneKernelsHandler(APIHandler):
-    """``GET {base_url}gpu-hygiene/kernels``; every other method is answered 405 by tornado."""
+    """``GET {base_url}gpu-hygiene/kernels``; every other method is answered 405 by tornado.
+
+    The page asks every few seconds while a GPU kernel is shown (its gauge between cells): that
+    is no user's activity, so the request does not move the server's ``last_activity``
+    (``_track_activity``), which JupyterHub's idle culler reads through the single-user server.
+    """
 
     auth_resource = AUTH_RESOURCE
+    _track_activity = False
 
     @web.authenticated
     @authorized("read", resource=AUTH_RESOURCE)
@@ -135,6 +171,9 @@ class GpuHygieneKernelsHandler(APIHandler):
                 "minutes": settings.idle_minutes,
                 "mib": settings.idle_min_mib,
             }
+        nvml = self.settings.get("gpu_hygiene_nvml")
+        if nvml is not None and not is_gateway(self.kernel_manager):
+            answer["devices"] = devices_answer(nvml)
         self.set_header("Cache-Control", "no-store")
         self.finish(json.dumps(answer))
 

@@ -487,3 +487,55 @@ def test_no_nvml_is_said_once_and_not_retried():
     assert first.devices == second.devices == []
     assert first.error == second.error == "NVML: NVML Shared Library Not Found"
     assert broken.inits == 1
+
+
+def test_the_kernels_answer_carries_the_devices_and_no_poll_is_activity(tmp_path):
+    """Issue 40: between cells the page reads the device's figures from ``gpu-hygiene/kernels``
+    (``devices``: NVML's reading, here the fake's, which lists the kernels' pids) every second
+    or so, and Prometheus scrapes ``gpu-hygiene/metrics``: neither request is a user's activity,
+    so the server's ``last_activity`` (``/api/status``, what JupyterHub's single-user server
+    reports to the hub) does not move, while an ordinary API request moves it."""
+    env = jupyter_env(tmp_path)
+    config = tmp_path / "nvml.json"
+    fake_nvml(config, {})
+    fake_dir = ROOT / "test" / "agent" / "fake_nvml"
+    env["PYTHONPATH"] = os.pathsep.join([str(fake_dir), env["PYTHONPATH"]])
+    env["FAKE_NVML_CONFIG"] = str(config)
+    server = start_with_kernels(tmp_path, "devices", env=env)
+    pids = []
+    try:
+        status, answer = server.get("gpu-hygiene/kernels")
+        assert status == 200
+        pids = [k["pid"] for k in answer["kernels"]]
+        fake_nvml(config, {pid: 300 * MiB for pid in pids})
+        status, answer = server.get("gpu-hygiene/kernels")
+        assert answer["devices"]["error"] is None
+        (device,) = answer["devices"]["devices"]
+        assert device["uuid"] == "GPU-fake-h100-0" and device["index"] == "0"
+        assert device["total"] == 80 * 2**30 and device["mig"] is False
+        assert device["used"] == 2 * 300 * MiB + 512 * MiB
+        assert device["processes"] == [{"pid": p, "used": 300 * MiB} for p in sorted(pids)]
+        assert "utilization" in device
+
+        def last_activity():
+            status, model = server.get("api/status")
+            assert status == 200
+            return model["last_activity"]
+
+        before = last_activity()
+        time.sleep(0.05)
+        for _ in range(3):
+            assert server.get("gpu-hygiene/kernels")[0] == 200
+            assert scrape(server)[0] == 200
+        assert last_activity() == before
+        assert server.get("api/kernels")[0] == 200  # an ordinary API request is activity
+        assert last_activity() > before
+    finally:
+        stop_and_reap([server], pids)
+
+
+def test_without_nvml_the_answer_says_why(servers):
+    status, answer = servers[0].get("gpu-hygiene/kernels")
+    assert status == 200
+    assert answer["devices"]["devices"] == []
+    assert "NVML" in answer["devices"]["error"] or "nvidia-ml-py" in answer["devices"]["error"]
