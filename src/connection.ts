@@ -3,13 +3,13 @@
  * comm, validates what comes back, and sends the agent again after every
  * restart. Nothing is sent to a kernel whose language is not Python.
  *
- * It also watches that the kernel is alive: JupyterLab's server notices a
- * killed kernel process only when its restarter polls (every 3 s by
- * default), so when the agent's samples stop while the kernel is idle, the
- * connection asks the kernel for `kernel_info` and reports it dead if no
- * answer comes. The watch itself is a {@link LivenessWatch}
- * (src/liveness.ts); the connection tells it when the agent speaks and what
- * the kernel and the model are.
+ * It sends nothing to the kernel on a timer of its own (issue 40): every
+ * message to a kernel makes it busy and idle again, which counts as its
+ * activity for jupyter_server's and JupyterHub's idle cullers. It speaks on
+ * a kernel's event (ready, restarted), a setting's change or a user's
+ * action ({@link AgentConnection.requestSample}); whether an idle kernel's
+ * process still lives is the server's to say (the monitor reads it, see
+ * `GpuMonitor`), not a probe's.
  *
  * The agent's text and the validator of its messages are not part of
  * JupyterLab's start: they come in a chunk of their own
@@ -20,7 +20,6 @@ import type { Kernel, KernelMessage } from '@jupyterlab/services';
 import type { IDisposable } from '@lumino/disposable';
 import { type IAgentChunk, loadAgent } from './agent-loader';
 import type { GpuKernelModel } from './model';
-import { LivenessWatch } from './liveness';
 import type { BrowserMessage } from './protocol';
 import { COMM_TARGET, PROTOCOL_VERSION } from './protocol-constants';
 
@@ -39,21 +38,6 @@ export class AgentConnection implements IDisposable {
     this._sampleIntervalMs = options.sampleIntervalMs;
     this._provenance = options.provenance ?? false;
     this._onDropped = options.onDropped;
-    this._liveness = new LivenessWatch({
-      sampleIntervalMs: options.sampleIntervalMs,
-      isActive: () => this._comm !== null && this._model.status === 'ready',
-      canProbe: () =>
-        this._kernel.status === 'idle' &&
-        this._kernel.connectionStatus === 'connected',
-      probe: () =>
-        this._kernel.requestKernelInfo().then(reply => reply !== undefined),
-      dead: reason => this._model.setDead(reason),
-      alive: () => {
-        if (this._model.deadReason === 'unresponsive') {
-          this._model.setStatus('ready');
-        }
-      }
-    });
     this._kernel.statusChanged.connect(this._onStatus, this);
     this._kernel.connectionStatusChanged.connect(this._onConnection, this);
     Private.live.connections.add(this);
@@ -98,7 +82,6 @@ export class AgentConnection implements IDisposable {
   /** Change the sampler period; forwarded to the agent at once. */
   configure(sampleIntervalMs: number): void {
     this._sampleIntervalMs = sampleIntervalMs;
-    this._liveness.sampleIntervalMs = sampleIntervalMs;
     this._send({
       protocol: PROTOCOL_VERSION,
       type: 'configure',
@@ -125,6 +108,18 @@ export class AgentConnection implements IDisposable {
     this.requestInventory();
   }
 
+  /**
+   * A user opened a view of this kernel (the gauge's popup, the VRAM panel)
+   * and the server cannot read its GPU: ask the agent for a sample (and its
+   * list of the GPU's processes) now. Only on a user's action, never on a
+   * timer: the request counts as the kernel's activity.
+   */
+  requestSample(): void {
+    if (this._model.status === 'ready') {
+      this._send({ protocol: PROTOCOL_VERSION, type: 'sample' });
+    }
+  }
+
   /** Ask the agent for an inventory now (ignored while not connected). */
   requestInventory(): void {
     this._send({ protocol: PROTOCOL_VERSION, type: 'inventory' });
@@ -139,7 +134,6 @@ export class AgentConnection implements IDisposable {
     this._kernel.connectionStatusChanged.disconnect(this._onConnection, this);
     Private.live.kernelSlots -= 2;
     Private.live.connections.delete(this);
-    this._liveness.dispose();
     this._closeComm();
     this._ownKernel?.dispose();
     this._ownKernel = null;
@@ -258,7 +252,6 @@ export class AgentConnection implements IDisposable {
     this._injecting = false;
     this._needsInject = true;
     this._comm = null;
-    this._liveness.stop();
     this._model.resetKernelState();
     if (died) {
       this._model.setDead('restarting');
@@ -293,19 +286,15 @@ export class AgentConnection implements IDisposable {
       if (comm !== this._comm || this._isDisposed) {
         return;
       }
-      this._liveness.heard();
       const parsed = chunk.parseKernelMessage(msg.content.data);
       if (parsed.ok) {
         if (parsed.message.type === 'hello') {
           this._helloComm = comm;
         }
         this._model.apply(parsed.message);
-        if (this._model.deadReason === 'unresponsive') {
-          // It was alive after all (a late sample): back to normal.
+        if (this._model.deadReason === 'exited') {
+          // It was alive after all (a late message): back to normal.
           this._model.setStatus('ready');
-        }
-        if (this._model.status === 'ready') {
-          this._liveness.start();
         }
       } else {
         this._model.countDropped();
@@ -316,7 +305,6 @@ export class AgentConnection implements IDisposable {
       Private.live.comms.delete(comm);
       if (comm === this._comm) {
         this._comm = null;
-        this._liveness.stop();
         if (!this._isDisposed && this._model.status === 'ready') {
           // The agent went away (replaced by another version, or its target was
           // unregistered): install again once the kernel is idle.
@@ -383,7 +371,6 @@ export class AgentConnection implements IDisposable {
   private _closeComm(): void {
     const comm = this._comm;
     this._comm = null;
-    this._liveness.stop();
     if (comm) {
       Private.live.comms.delete(comm);
     }
@@ -425,7 +412,6 @@ export class AgentConnection implements IDisposable {
         this._injecting = false;
         this._needsInject = true;
         this._comm = null;
-        this._liveness.stop();
         this._model.setStatus('dead');
         break;
       case 'idle':
@@ -467,7 +453,6 @@ export class AgentConnection implements IDisposable {
   private _ownKernel: Kernel.IKernelConnection | null = null;
   private _needsInject = false;
   private _isDisposed = false;
-  private _liveness: LivenessWatch;
 }
 
 /** AgentConnection statics. */

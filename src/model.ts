@@ -7,6 +7,12 @@
 import type { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 import { cellMark, ICellMark } from './analysis/cells/cell-history';
+import {
+  composeGpuProcesses,
+  composeSample,
+  serverSeesKernel
+} from './server-devices';
+import type { IServerDevices } from './server-kernel-types';
 import type {
   IAgentError,
   ICleaned,
@@ -35,11 +41,12 @@ export type AgentStatus =
  *   or it was shut down elsewhere);
  * - `restarting`: the kernel process died and JupyterLab is restarting it
  *   (the server's restarter noticed it; its variables are gone);
- * - `unresponsive`: the agent's samples stopped and the idle kernel did not
- *   answer a `kernel_info` request in time (killed from outside, e.g. by the
- *   out-of-memory killer). Undone by the next message from the agent.
+ * - `exited`: the server reports that the kernel's process has exited
+ *   (killed from outside, e.g. by the out-of-memory killer) before
+ *   JupyterLab's restarter noticed it (it polls every 3 s). Undone by the
+ *   next message from the agent.
  */
-export type DeadReason = 'died' | 'restarting' | 'unresponsive';
+export type DeadReason = 'died' | 'restarting' | 'exited';
 
 /**
  * State of one kernel as reported by its agent.
@@ -84,6 +91,16 @@ export class GpuKernelModel implements IDisposable {
     return this._samples.length
       ? this._samples[this._samples.length - 1]
       : null;
+  }
+
+  /**
+   * Whether the server's NVML reads every device of this kernel: then the
+   * device's figures between cells come from the server (samples composed by
+   * the page, `server-devices.ts`); else only from the kernel, when a user
+   * asks (opening the gauge's popup or the panel).
+   */
+  get serverSeesDevices(): boolean {
+    return this._serverSees;
   }
 
   /** Samples, oldest first, at most `maxSamples`. */
@@ -243,6 +260,38 @@ export class GpuKernelModel implements IDisposable {
     this._update('dead', null, reason);
   }
 
+  /**
+   * The server's NVML reading came (monitor only, at `at`, ms since the
+   * epoch): between cells, a sample composed of this kernel's last own
+   * figures and the device's figures the server read is added (see
+   * `composeSample`), so the gauge and the chart stay live while the idle
+   * kernel is silent; so is the list of the GPU's processes
+   * (`composeGpuProcesses`).
+   */
+  applyServerReading(reading: IServerDevices, at: number): void {
+    const sees = serverSeesKernel(this._hello, reading);
+    const last = this.latestSample;
+    const composed =
+      this._status === 'ready' && last && this._hello
+        ? composeSample(last, this._hello, reading, at)
+        : null;
+    if (composed) {
+      this._push(composed);
+    }
+    const listed =
+      composed && this._hello
+        ? composeGpuProcesses(this._gpuProcesses, this._hello, reading, at)
+        : null;
+    if (listed) {
+      // not `gpuProcessesChanged`: that one is the agent's list
+      this._gpuProcesses = listed;
+    }
+    if (composed || sees !== this._serverSees) {
+      this._serverSees = sees;
+      this._changed.emit();
+    }
+  }
+
   /** Count a kernel message that failed validation (connection only). */
   countDropped(): void {
     this._dropped++;
@@ -256,10 +305,7 @@ export class GpuKernelModel implements IDisposable {
         this._status = 'ready';
         break;
       case 'sample':
-        this._samples.push(message);
-        if (this._samples.length > this._maxSamples) {
-          this._samples.splice(0, this._samples.length - this._maxSamples);
-        }
+        this._push(message);
         break;
       case 'inventory':
         this._inventory = message;
@@ -308,6 +354,7 @@ export class GpuKernelModel implements IDisposable {
     this._lastCleaned = null;
     this._lastOom = null;
     this._gpuProcesses = null;
+    this._serverSees = false;
     this._samples = [];
     this._cells = [];
     this._changed.emit();
@@ -321,6 +368,13 @@ export class GpuKernelModel implements IDisposable {
     Private.live.count--;
     this._disposed.emit();
     Signal.clearData(this);
+  }
+
+  private _push(sample: ISample): void {
+    this._samples.push(sample);
+    if (this._samples.length > this._maxSamples) {
+      this._samples.splice(0, this._samples.length - this._maxSamples);
+    }
   }
 
   private _update(
@@ -352,6 +406,7 @@ export class GpuKernelModel implements IDisposable {
   private _language: string | null = null;
   private _hello: IHello | null = null;
   private _samples: ISample[] = [];
+  private _serverSees = false;
   private _cells: ICellMark[] = [];
   private _inventory: IInventory | null = null;
   private _lastCleaned: ICleaned | null = null;

@@ -7,6 +7,7 @@ import type { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import type { Kernel, ServerConnection } from '@jupyterlab/services';
 import type { ISettingRegistry } from '@jupyterlab/settingregistry';
 import type { IDisposable } from '@lumino/disposable';
+import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 import { AgentConnection } from './connection';
 import { GpuKernelModel } from './model';
@@ -23,6 +24,22 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
     this._serverKernels = new ServerKernels({
       serverSettings: options.serverSettings
     });
+    this._serverKernels.changed.connect(this._onServerAnswer, this);
+    // Between cells the device's figures and whether a kernel's process still
+    // lives come from the server (issue 40): asked while a ready kernel is
+    // shown and the page is visible; never the kernel itself.
+    this._serverPoll = options.serverSettings
+      ? new Poll({
+          factory: () => this._readServer(),
+          frequency: {
+            interval: Private.serverInterval(this._settings.sampleIntervalMs),
+            backoff: true,
+            max: 60_000
+          },
+          standby: () => this._serverStandby(),
+          name: 'jupyterlab-gpu-hygiene:server-devices'
+        })
+      : null;
     this._tracker.widgetAdded.connect(this._onWidgetAdded, this);
     this._tracker.currentChanged.connect(this._updateCurrent, this);
     this._tracker.forEach(panel => this._onWidgetAdded(this._tracker, panel));
@@ -55,6 +72,17 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
 
   get serverKernels(): ServerKernels {
     return this._serverKernels;
+  }
+
+  askForFigures(model: GpuKernelModel): void {
+    if (model.status === 'ready' && !model.serverSeesDevices) {
+      for (const entry of this._entries.values()) {
+        if (entry.model === model) {
+          entry.connection.requestSample();
+        }
+      }
+    }
+    void this._serverKernels.refresh(0);
   }
 
   get currentSessionContext(): ISessionContext | null {
@@ -132,6 +160,7 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
       entry.model.dispose();
     }
     this._entries.clear();
+    this._serverPoll?.dispose();
     this._serverKernels.dispose();
     this._settingObject?.changed.disconnect(this._applySettings, this);
     Signal.clearData(this);
@@ -145,6 +174,12 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
       next.sampleIntervalMs !== this._settings.sampleIntervalMs;
     next.recordOrigins = next.recordOrigins === true;
     this._settings = next;
+    if (intervalChanged && this._serverPoll) {
+      this._serverPoll.frequency = {
+        ...this._serverPoll.frequency,
+        interval: Private.serverInterval(next.sampleIntervalMs)
+      };
+    }
     for (const entry of this._entries.values()) {
       if (intervalChanged) {
         entry.connection.configure(next.sampleIntervalMs);
@@ -236,6 +271,56 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
     void this._serverKernels.refresh();
   }
 
+  /** The server poll rests while no shown kernel is ready, or the page is hidden. */
+  private _serverStandby(): boolean {
+    if (typeof document !== 'undefined' && document.hidden) {
+      return true;
+    }
+    return !this.models.some(m => m.status === 'ready');
+  }
+
+  private async _readServer(): Promise<void> {
+    const state = await this._serverKernels.refresh(0);
+    if (state.status === 'error') {
+      throw new Error(state.detail); // the poll backs off
+    }
+  }
+
+  /**
+   * A new answer of the server: the device's figures for each kernel it sees
+   * (composed samples), and the kernels whose process it says has exited.
+   */
+  private _onServerAnswer(): void {
+    const state = this._serverKernels.state;
+    if (state.status !== 'ok') {
+      return;
+    }
+    const { answer, at } = state;
+    for (const entry of this._entries.values()) {
+      const { model, connection } = entry;
+      if (answer.devices) {
+        model.applyServerReading(answer.devices, at);
+      }
+      const row = answer.kernels.find(k => k.id === model.kernelId);
+      const pid = model.hello?.pid ?? null;
+      const known = this._pids.get(model.kernelId);
+      if (row && row.pid !== null) {
+        this._pids.set(model.kernelId, row.pid);
+      } else if (
+        row &&
+        pid !== null &&
+        known === pid &&
+        model.status === 'ready' &&
+        ['idle', 'busy'].includes(connection.kernel.status)
+      ) {
+        // The process the agent said it runs in (its hello) has exited, and
+        // JupyterLab's restarter has not noticed yet (it polls every 3 s).
+        this._pids.delete(model.kernelId);
+        model.setDead('exited');
+      }
+    }
+  }
+
   private _updateCurrent(): void {
     const panel = this._tracker.currentWidget;
     const kernel = panel ? this._kernelOf(panel) : null;
@@ -256,6 +341,9 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
   private _tracker: INotebookTracker;
   private _onDropped?: (model: GpuKernelModel, reason: string) => void;
   private _serverKernels: ServerKernels;
+  private _serverPoll: Poll | null;
+  /** The pid the server last listed for each kernel. */
+  private _pids = new Map<string, number>();
   private _entries = new Map<
     string,
     { model: GpuKernelModel; connection: AgentConnection }
@@ -268,6 +356,18 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
   private _currentChanged = new Signal<this, GpuKernelModel | null>(this);
   private _modelAdded = new Signal<this, GpuKernelModel>(this);
   private _settingsChanged = new Signal<this, IGpuSettings>(this);
+}
+
+/** Module-private helpers. */
+namespace Private {
+  /**
+   * How often the server is asked for the device's figures (ms): the
+   * sampler's period, at least a second (a request costs the server one
+   * NVML pass and one pass over its kernels).
+   */
+  export function serverInterval(sampleIntervalMs: number): number {
+    return Math.max(1000, sampleIntervalMs);
+  }
 }
 
 /** GpuMonitor statics. */

@@ -50,6 +50,39 @@ export interface IServerKernelsAnswer {
    * an older server.
    */
   idleHolding?: IIdleHolding;
+  /**
+   * The GPUs as the server's own NVML reads them (absent from an older
+   * server and behind a Kernel Gateway): between cells an idle kernel's agent
+   * sends nothing, so the device's figures come from here.
+   */
+  devices?: IServerDevices;
+}
+
+/**
+ * The server's NVML reading: `error` says why there is no device (no
+ * nvidia-ml-py, no driver), else null.
+ */
+export interface IServerDevices {
+  error: string | null;
+  devices: IServerDevice[];
+}
+
+/**
+ * One device the server's NVML lists (a MIG slice is one of its own, `mig`):
+ * `index` is NVML's ("0", "0:1"), `uuid` how a kernel's devices are matched
+ * (its `hello.devices[].uuid`), `total`/`used` bytes (NVML's v2 `used`, as
+ * nvidia-smi), `utilization` percent (GPU-Util; null on a MIG slice), and
+ * the processes NVML lists on it with their bytes (`used` null where the
+ * driver does not say).
+ */
+export interface IServerDevice {
+  uuid: string;
+  index: string;
+  mig: boolean;
+  total: number | null;
+  used: number | null;
+  utilization: number | null;
+  processes: { pid: number; used: number | null }[];
 }
 
 /** An idle kernel holding VRAM: idle at least `minutes` and holding at least `mib` MiB. */

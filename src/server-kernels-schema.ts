@@ -6,6 +6,7 @@
  */
 import * as z from 'zod/mini';
 import type {
+  IServerDevice,
   IServerKernel,
   IServerKernelsAnswer,
   IServerSession,
@@ -34,10 +35,28 @@ const serverKernel = z.object({
 
 const nonNegative = z.number().check(z.minimum(0), z.maximum(1e9));
 
+const serverDevice = z.object({
+  uuid: text(256),
+  index: text(64),
+  mig: z.boolean(),
+  total: z.nullable(count),
+  used: z.nullable(count),
+  utilization: z.nullable(z.number().check(z.minimum(0), z.maximum(100))),
+  processes: z
+    .array(z.object({ pid: count, used: z.nullable(count) }))
+    .check(z.maxLength(1000))
+});
+
 const answer = z.object({
   kernels: z.array(serverKernel).check(z.maxLength(10_000)),
   gateway: z.boolean(),
-  idleHolding: z.optional(z.object({ minutes: nonNegative, mib: nonNegative }))
+  idleHolding: z.optional(z.object({ minutes: nonNegative, mib: nonNegative })),
+  devices: z.optional(
+    z.object({
+      error: z.nullable(text(1000)),
+      devices: z.array(serverDevice).check(z.maxLength(64))
+    })
+  )
 });
 
 // The schema and the interfaces say the same shape (checked by the compiler both ways).
@@ -45,7 +64,8 @@ type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : never) : never;
 const sameSession: Same<z.infer<typeof session>, IServerSession> = true;
 const sameKernel: Same<z.infer<typeof serverKernel>, IServerKernel> = true;
 const sameAnswer: Same<z.infer<typeof answer>, IServerKernelsAnswer> = true;
-void [sameSession, sameKernel, sameAnswer];
+const sameDevice: Same<z.infer<typeof serverDevice>, IServerDevice> = true;
+void [sameSession, sameKernel, sameAnswer, sameDevice];
 
 /**
  * Validate the endpoint's answer (any JSON value). Unknown fields are

@@ -197,9 +197,19 @@ export interface IGpuMonitor {
   /** Session context of the current notebook, or null. */
   readonly currentSessionContext: ISessionContext | null;
   /**
-   * This server's kernels and their pids: fetched when a kernel's agent
-   * lists the GPU's processes and the last answer is older than 5 s, and
-   * when the VRAM panel opens.
+   * A user opened a view of this kernel (the gauge's popup, the VRAM panel):
+   * fresh figures now. The server is asked again; the kernel's agent only
+   * where the server cannot read the kernel's GPU (a Kernel Gateway, another
+   * machine or pid namespace). Never called on a timer: a message to a
+   * kernel counts as its activity for idle cullers.
+   */
+  askForFigures(model: GpuKernelModel): void;
+  /**
+   * This server's kernels, their pids and its NVML reading of the GPUs:
+   * polled while a ready kernel is shown and the page is visible (the
+   * sampler's period, at least 1 s; not counted as the server's activity),
+   * fetched when a kernel's agent lists the GPU's processes and the last
+   * answer is older than 5 s, and when the VRAM panel opens.
    */
   readonly serverKernels: IServerKernels;
 }

@@ -70,8 +70,15 @@ export class GpuPanel extends ReactWidget {
 
   protected onAfterShow(msg: Message): void {
     super.onAfterShow(msg);
-    // Who the other processes on the GPU are: asked of the server on every opening.
-    void this._options.monitor.serverKernels.refresh(0);
+    // Who the other processes on the GPU are: asked of the server on every
+    // opening; and a user looks: fresh figures (from the kernel only where
+    // the server cannot read its GPU).
+    const { monitor } = this._options;
+    if (monitor.currentModel) {
+      monitor.askForFigures(monitor.currentModel);
+    } else {
+      void monitor.serverKernels.refresh(0);
+    }
     if (!this._shown) {
       this._shown = true;
       this.update();

@@ -125,6 +125,12 @@ export class GpuGauge extends VDomRenderer<GaugeModel> {
     if (!this._commands) {
       return;
     }
+    // A user looks: fresh figures (from the kernel only where the server
+    // cannot read its GPU).
+    const shown = this.model.model;
+    if (shown) {
+      this.model.monitor.askForFigures(shown);
+    }
     const body = new GaugeDetailsBody(
       this.model,
       this._trans,

@@ -84,6 +84,7 @@ function setup(cleanAction: IGpuSettings['cleanAction'] = 'insert') {
     setSetting: async () => undefined,
     panelFor: () => panel as any,
     currentSessionContext: null,
+    askForFigures: () => undefined,
     serverKernels: new FakeServerKernels()
   };
   const commands = new CommandRegistry();

@@ -149,6 +149,14 @@ export function c01Inventory(): IInventory {
   };
 }
 
+/**
+ * The time of the model's latest sample (ms since the epoch; 0 without one):
+ * the gauge as it reads right after that sample, when no age is due.
+ */
+export function atSample(model: GpuKernelModel): number {
+  return (model.latestSample?.t ?? 0) * 1000;
+}
+
 /** A GPU sample: `used` of `total` on cuda:0. */
 export function gpuSample(used: number, total: number, seq = 1): ISample {
   return {
@@ -425,5 +433,10 @@ export class OneModelMonitor implements IGpuMonitor {
   }
   panelFor(): null {
     return null;
+  }
+  /** The models a view asked fresh figures for (a user opened it). */
+  readonly askedFor: GpuKernelModel[] = [];
+  askForFigures(model: GpuKernelModel): void {
+    this.askedFor.push(model);
   }
 }

@@ -11,6 +11,7 @@ import { GaugeDetails } from '../../src/statusbar/popup';
 import { gaugeState, levelOf } from '../../src/statusbar/state';
 import { CommandIDs, DEFAULT_SETTINGS } from '../../src/tokens';
 import {
+  atSample,
   c01Inventory,
   gpuSample,
   h200Hello,
@@ -54,7 +55,13 @@ describe('gaugeState', () => {
     const model = readyModel();
     model.apply(gpuSample(120 * GiB, 141 * GiB));
     model.apply(c01Inventory());
-    const state = gaugeState(model, DEFAULT_SETTINGS, trans);
+    const state = gaugeState(
+      model,
+      DEFAULT_SETTINGS,
+      trans,
+      null,
+      atSample(model)
+    );
     expect(state.kind).toBe('gpu');
     expect(state.text).toBe('VRAM 120.0 GiB / 141.0 GiB');
     expect(state.level).toBe('warn');
@@ -83,9 +90,13 @@ describe('gaugeState', () => {
       const sample = gpuSample(120 * GiB, 141 * GiB);
       Object.assign(sample.devices[0], { utilization, processUtilization });
       model.apply(sample);
-      return gaugeState(model, DEFAULT_SETTINGS, trans).tooltip.filter(line =>
-        line.startsWith('GPU utilisation')
-      );
+      return gaugeState(
+        model,
+        DEFAULT_SETTINGS,
+        trans,
+        null,
+        atSample(model)
+      ).tooltip.filter(line => line.startsWith('GPU utilisation'));
     };
     expect(lines(87, 80)).toEqual([
       'GPU utilisation: 87 % (NVML, all processes), this kernel 80 %'
@@ -118,7 +129,13 @@ describe('gaugeState', () => {
     model.apply(noNvmlHello());
     model.apply({ ...gpuSample(0, 0), devices: [] });
     model.apply(c01Inventory());
-    const state = gaugeState(model, DEFAULT_SETTINGS, trans);
+    const state = gaugeState(
+      model,
+      DEFAULT_SETTINGS,
+      trans,
+      null,
+      atSample(model)
+    );
     expect(state.kind).toBe('no-gpu');
     expect(state.text).toBe('No GPU · 2 models (24.2 MiB RAM)');
     // A plain sentence first; NVML's raw error is a secondary note.
@@ -146,7 +163,13 @@ describe('gaugeState', () => {
       devices: [],
       ram: { rss: 3.7 * 2 ** 30, total: 32 * 2 ** 30 }
     });
-    const state = gaugeState(model, DEFAULT_SETTINGS, trans);
+    const state = gaugeState(
+      model,
+      DEFAULT_SETTINGS,
+      trans,
+      null,
+      atSample(model)
+    );
     // the status bar says the process's RAM, the figure users know; the
     // models' own RAM is in the details
     expect(state.text).toBe('No GPU · 2 models · 3.7 GiB RAM');
@@ -160,32 +183,41 @@ describe('gaugeState', () => {
       ram: { rss: 2 ** 30, total: null }
     });
     expect(
-      gaugeState(model, DEFAULT_SETTINGS, trans).details.summary
+      gaugeState(model, DEFAULT_SETTINGS, trans, null, atSample(model)).details
+        .summary
     ).toContain('This kernel’s process: 1.0 GiB resident (RAM)');
   });
 
   it('says when the kernel is not supported, dead or restarting', () => {
     const model = new GpuKernelModel({ kernelId: 'k3' });
     model.setStatus('unsupported', 'R');
-    expect(gaugeState(model, DEFAULT_SETTINGS, trans).text).toBe(
-      'GPU hygiene: kernel not supported'
-    );
+    expect(
+      gaugeState(model, DEFAULT_SETTINGS, trans, null, atSample(model)).text
+    ).toBe('GPU hygiene: kernel not supported');
     model.setStatus('dead');
-    expect(gaugeState(model, DEFAULT_SETTINGS, trans).kind).toBe('dead');
+    expect(
+      gaugeState(model, DEFAULT_SETTINGS, trans, null, atSample(model)).kind
+    ).toBe('dead');
     model.setStatus('restarting');
-    expect(gaugeState(model, DEFAULT_SETTINGS, trans).kind).toBe('restarting');
+    expect(
+      gaugeState(model, DEFAULT_SETTINGS, trans, null, atSample(model)).kind
+    ).toBe('restarting');
   });
 
   it('says why the kernel is dead and what happens next', () => {
     const model = new GpuKernelModel({ kernelId: 'k4' });
-    const line = () => gaugeState(model, DEFAULT_SETTINGS, trans).tooltip[0];
+    const line = () =>
+      gaugeState(model, DEFAULT_SETTINGS, trans, null, atSample(model))
+        .tooltip[0];
     model.setStatus('dead');
     expect(line()).toBe('The kernel died. Restart it to measure again.');
-    model.setDead('unresponsive');
-    expect(gaugeState(model, DEFAULT_SETTINGS, trans).text).toBe(
-      'VRAM: kernel dead'
+    model.setDead('exited');
+    expect(
+      gaugeState(model, DEFAULT_SETTINGS, trans, null, atSample(model)).text
+    ).toBe('VRAM: kernel dead');
+    expect(line()).toMatch(
+      /^The server reports that the kernel process has exited/
     );
-    expect(line()).toMatch(/^The kernel does not answer: its process was/);
     model.setDead('restarting');
     expect(line()).toMatch(/^The kernel process died .* JupyterLab is/);
   });
@@ -198,9 +230,13 @@ describe('gaugeState', () => {
       where: 'inventory',
       message: `RuntimeError: ${'x'.repeat(9000)}\nsecond line`
     });
-    const [line] = gaugeState(model, DEFAULT_SETTINGS, trans).tooltip.filter(
-      l => l.startsWith('Agent error')
-    );
+    const [line] = gaugeState(
+      model,
+      DEFAULT_SETTINGS,
+      trans,
+      null,
+      atSample(model)
+    ).tooltip.filter(l => l.startsWith('Agent error'));
     expect(line.startsWith('Agent error (inventory): RuntimeError: xxx')).toBe(
       true
     );
@@ -213,7 +249,13 @@ describe('gaugeState', () => {
     const sample = gpuSample(GiB, 141 * GiB);
     sample.devices[0].process = null;
     model.apply(sample);
-    const state = gaugeState(model, DEFAULT_SETTINGS, trans);
+    const state = gaugeState(
+      model,
+      DEFAULT_SETTINGS,
+      trans,
+      null,
+      atSample(model)
+    );
     expect(state.tooltip[2]).toBe(
       'This kernel: not listed by NVML (no CUDA context yet, or the kernel’s container hides its pid)'
     );
@@ -229,7 +271,13 @@ describe('gaugeState', () => {
     };
     model.apply(error);
     model.apply(error);
-    const state = gaugeState(model, DEFAULT_SETTINGS, trans);
+    const state = gaugeState(
+      model,
+      DEFAULT_SETTINGS,
+      trans,
+      null,
+      atSample(model)
+    );
     expect(
       state.tooltip.filter(l => l.includes('Driver Not Loaded'))
     ).toHaveLength(1);
@@ -272,7 +320,13 @@ describe('gaugeState bands (protocol 2)', () => {
       })
     );
     model.apply(noModels());
-    const state = gaugeState(model, DEFAULT_SETTINGS, trans);
+    const state = gaugeState(
+      model,
+      DEFAULT_SETTINGS,
+      trans,
+      null,
+      atSample(model)
+    );
     expect(state.tooltip).toEqual([
       'NVIDIA H200 (cuda:0)',
       'Device used: 3.0 GiB of 141.0 GiB (NVML, all processes)',
@@ -300,7 +354,13 @@ describe('gaugeState bands (protocol 2)', () => {
       })
     );
     model.apply(noModels());
-    const tooltip = gaugeState(model, DEFAULT_SETTINGS, trans).tooltip;
+    const tooltip = gaugeState(
+      model,
+      DEFAULT_SETTINGS,
+      trans,
+      null,
+      atSample(model)
+    ).tooltip;
     expect(tooltip).toContain(
       'CUDA context and libraries: 684.0 MiB — freed only by restarting the kernel'
     );
@@ -323,7 +383,13 @@ describe('gaugeState bands (protocol 2)', () => {
     const inventory = c01Inventory();
     inventory.models[0].bytes = { 'cuda:0': 12 * MiB };
     model.apply(inventory);
-    const tooltip = gaugeState(model, DEFAULT_SETTINGS, trans).tooltip;
+    const tooltip = gaugeState(
+      model,
+      DEFAULT_SETTINGS,
+      trans,
+      null,
+      atSample(model)
+    ).tooltip;
     expect(tooltip.some(l => l.startsWith('Not a leak'))).toBe(false);
   });
 
@@ -356,15 +422,25 @@ describe('gaugeState bands (protocol 2)', () => {
         }
       ]
     });
-    const tooltip = gaugeState(model, DEFAULT_SETTINGS, trans).tooltip;
+    const tooltip = gaugeState(
+      model,
+      DEFAULT_SETTINGS,
+      trans,
+      null,
+      atSample(model)
+    ).tooltip;
     expect(tooltip.some(l => l.startsWith('Findings: '))).toBe(true);
     expect(tooltip.some(l => l.startsWith('Not a leak'))).toBe(false);
     // the same figures with nothing held: the note is back
     model.apply(noModels());
     expect(
-      gaugeState(model, DEFAULT_SETTINGS, trans).tooltip.some(l =>
-        l.startsWith('Not a leak')
-      )
+      gaugeState(
+        model,
+        DEFAULT_SETTINGS,
+        trans,
+        null,
+        atSample(model)
+      ).tooltip.some(l => l.startsWith('Not a leak'))
     ).toBe(true);
   });
 
@@ -393,12 +469,16 @@ describe('gaugeState bands (protocol 2)', () => {
       ]
     });
     model.apply({ ...noModels(), allocator: allocator(372 * MiB) });
-    expect(gaugeState(model, DEFAULT_SETTINGS, trans).tooltip).toContain(
+    expect(
+      gaugeState(model, DEFAULT_SETTINGS, trans, null, atSample(model)).tooltip
+    ).toContain(
       'Cached by PyTorch: 340.0 MiB — free for this kernel; empty_cache() returns 10.0 MiB of it, partly used blocks keep 330.0 MiB (fragmentation)'
     );
     // statistics of another state (the reserved bytes moved since): not used
     model.apply({ ...noModels(), allocator: allocator(500 * MiB) });
-    expect(gaugeState(model, DEFAULT_SETTINGS, trans).tooltip).toContain(
+    expect(
+      gaugeState(model, DEFAULT_SETTINGS, trans, null, atSample(model)).tooltip
+    ).toContain(
       'Cached by PyTorch: 340.0 MiB — free for this kernel, released by empty_cache()'
     );
   });
@@ -414,7 +494,13 @@ describe('gaugeState bands (protocol 2)', () => {
         processHidden: true
       })
     );
-    const tooltip = gaugeState(model, DEFAULT_SETTINGS, trans).tooltip;
+    const tooltip = gaugeState(
+      model,
+      DEFAULT_SETTINGS,
+      trans,
+      null,
+      atSample(model)
+    ).tooltip;
     expect(tooltip.slice(2, 5)).toEqual([
       'This kernel: NVML does not see this kernel’s process (container pid namespace); the figures below come from torch’s counters',
       'In use by tensors: 1.0 GiB (PyTorch allocated)',
@@ -452,16 +538,23 @@ describe('gaugeState bands (protocol 2)', () => {
       }
     );
     model.apply(sample);
-    const tooltip = gaugeState(model, DEFAULT_SETTINGS, trans).tooltip;
+    const tooltip = gaugeState(
+      model,
+      DEFAULT_SETTINGS,
+      trans,
+      null,
+      atSample(model)
+    ).tooltip;
     expect(tooltip[0]).toBe('NVIDIA H200 (cuda:0)');
     expect(tooltip).toContain('GPU 1 (cuda:1)');
     // CUDA_VISIBLE_DEVICES=3: cuda:0 is nvidia-smi's GPU 3.
     const visible = readyModel();
     visible.hello!.devices[0].nvmlIndex = 3;
     visible.apply(gpuSample(GiB, 141 * GiB));
-    expect(gaugeState(visible, DEFAULT_SETTINGS, trans).tooltip[0]).toBe(
-      'NVIDIA H200 (cuda:0, nvidia-smi GPU 3)'
-    );
+    expect(
+      gaugeState(visible, DEFAULT_SETTINGS, trans, null, atSample(visible))
+        .tooltip[0]
+    ).toBe('NVIDIA H200 (cuda:0, nvidia-smi GPU 3)');
     expect(tooltip).toContain(
       'In use by tensors: 100.0 MiB (PyTorch allocated)'
     );
@@ -473,7 +566,13 @@ describe('GaugeComponent', () => {
   it('renders text, tooltip, level and bar width', () => {
     const model = readyModel();
     model.apply(gpuSample(135 * GiB, 141 * GiB));
-    const state = gaugeState(model, DEFAULT_SETTINGS, trans);
+    const state = gaugeState(
+      model,
+      DEFAULT_SETTINGS,
+      trans,
+      null,
+      atSample(model)
+    );
     const { container } = render(<GaugeComponent state={state} />);
     expect(screen.getByText('VRAM 135.0 GiB / 141.0 GiB')).toBeTruthy();
     const root = container.querySelector('.jp-GpuHygiene-gauge') as HTMLElement;
@@ -493,7 +592,13 @@ describe('GaugeComponent', () => {
     model.apply(gpuSample(GiB, 141 * GiB));
     const inventory = c01Inventory();
     model.apply(inventory);
-    const state = gaugeState(model, DEFAULT_SETTINGS, trans);
+    const state = gaugeState(
+      model,
+      DEFAULT_SETTINGS,
+      trans,
+      null,
+      atSample(model)
+    );
     state.text = '<img src=x onerror=alert(1)>';
     const { container } = render(<GaugeComponent state={state} />);
     expect(container.querySelector('img')).toBeNull();
@@ -506,7 +611,13 @@ describe('GaugeDetails (the popup body)', () => {
     const model = readyModel();
     model.apply(gpuSample(120 * GiB, 141 * GiB));
     model.apply(c01Inventory());
-    const state = gaugeState(model, DEFAULT_SETTINGS, trans);
+    const state = gaugeState(
+      model,
+      DEFAULT_SETTINGS,
+      trans,
+      null,
+      atSample(model)
+    );
     render(
       <GaugeDetails
         state={state}
@@ -549,7 +660,13 @@ describe('GaugeDetails (the popup body)', () => {
       nvmlError: 'NVMLError_LibraryNotFound: NVML Shared Library Not Found',
       devices: []
     });
-    const state = gaugeState(model, DEFAULT_SETTINGS, trans);
+    const state = gaugeState(
+      model,
+      DEFAULT_SETTINGS,
+      trans,
+      null,
+      atSample(model)
+    );
     const { container } = render(
       <GaugeDetails state={state} trans={trans} actions={{ canClean: false }} />
     );

@@ -22,7 +22,7 @@ import { GpuGauge } from '../../src/statusbar/gauge';
 import { GaugeModel } from '../../src/statusbar/gauge-model';
 import { gaugeState } from '../../src/statusbar/state';
 import { CommandIDs, DEFAULT_SETTINGS } from '../../src/tokens';
-import { gpuSample, OneModelMonitor } from './fixtures';
+import { atSample, gpuSample, OneModelMonitor } from './fixtures';
 import { answer, k1Model, monitorWith } from './shared-gpu';
 
 jest.mock('@jupyterlab/apputils', () => {
@@ -45,7 +45,8 @@ describe('gauge tooltip', () => {
       model,
       DEFAULT_SETTINGS,
       trans,
-      gpuProcessesOf(model, monitor)
+      gpuProcessesOf(model, monitor),
+      atSample(model)
     );
     expect(state.tooltip).toEqual([
       'NVIDIA H200 (cuda:0)',
@@ -70,7 +71,8 @@ describe('gauge tooltip', () => {
       model,
       DEFAULT_SETTINGS,
       trans,
-      gpuProcessesOf(model, monitor)
+      gpuProcessesOf(model, monitor),
+      atSample(model)
     );
     expect(state.tooltip).toContain(
       'Other processes: 11.0 GiB (2); which are kernels of this server: unknown'
@@ -86,7 +88,8 @@ describe('gauge tooltip', () => {
       model,
       DEFAULT_SETTINGS,
       trans,
-      gpuProcessesOf(model, monitor)
+      gpuProcessesOf(model, monitor),
+      atSample(model)
     );
     expect(state.tooltip).toContain(
       'Processes on this GPU: 11.0 GiB (2), attribution unavailable in this container'
@@ -103,7 +106,8 @@ describe('gauge tooltip', () => {
       model,
       DEFAULT_SETTINGS,
       trans,
-      gpuProcessesOf(model, monitor)
+      gpuProcessesOf(model, monitor),
+      atSample(model)
     ).tooltip.join('\n');
     expect(lines).not.toMatch(/Your other kernels|Other processes/);
     expect(

@@ -35,6 +35,9 @@ class Monitor implements IGpuMonitor {
   );
   settings: IGpuSettings = { ...DEFAULT_SETTINGS };
   currentSessionContext = null;
+  askForFigures(): void {
+    // a user's action: not part of these tests
+  }
   serverKernels = new FakeServerKernels();
   list: GpuKernelModel[] = [];
   get currentModel(): GpuKernelModel | null {
