@@ -161,8 +161,16 @@ def test_idle_counts_code_runs_not_comm_traffic(servers):
     scrape(server)  # watched from here at the latest
     client = BlockingKernelClient()
     client.load_connection_file(str(server.info / f"kernel-{kernel_id}.json"))
+    # without its kernel's manager the client judges the kernel by its heartbeat: 1 s of a
+    # loaded machine is not death (as kernel_driver.Kernel sets it)
+    client.hb_channel.time_to_dead = 10.0
     client.start_channels()
     try:
+        # IOPub is a SUB socket: until it has joined, the kernel's messages are lost to it, and
+        # execute_interactive then waits for an 'idle' it never sees ("Timeout waiting for
+        # output" after 30 s: the flake of a fresh clone's make test on a busy machine).
+        # wait_for_ready returns once a kernel_info round trip came back on IOPub too.
+        client.wait_for_ready(timeout=60)
         reply = client.execute_interactive(CHATTER, timeout=30)
         assert reply["content"]["status"] == "ok"
         time.sleep(3)
