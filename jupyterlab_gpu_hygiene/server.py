@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import time
 from typing import Any
 
 from jupyter_client.provisioning import LocalProvisioner
@@ -118,13 +119,15 @@ def devices_answer(nvml: Any) -> dict:
     an idle kernel's agent says nothing (issue 40), so the device's own figures, which move
     without the kernel (other processes, GPU-Util), come from here, without touching any kernel.
 
-    ``{"error": str | None, "devices": [{"uuid", "index", "mig", "total", "used",
-    "utilization", "processes": [{"pid", "used"}]}]}``: bytes (NVML's v2 ``used``, as
+    ``{"t": float, "error": str | None, "devices": [{"uuid", "index", "mig", "total", "used",
+    "utilization", "processes": [{"pid", "used"}]}]}``: ``t`` when NVML was read (the server's
+    ``time.time()``, the clock of a local kernel's samples too), bytes (NVML's v2 ``used``, as
     nvidia-smi), percent; ``index`` is NVML's ("0", a MIG slice "0:1"); the page matches a
     kernel's devices by ``uuid`` (a kernel behind a gateway, or in another pid namespace, has
     devices this server does not see, and then asks its kernel when a user looks)."""
     reading = nvml.read()
     return {
+        "t": time.time(),
         "error": reading.error[:500] if reading.error else None,
         "devices": [
             {

@@ -261,26 +261,25 @@ export class GpuKernelModel implements IDisposable {
   }
 
   /**
-   * The server's NVML reading came (monitor only, at `at`, ms since the
-   * epoch): between cells, a sample composed of this kernel's last own
+   * The server's NVML reading came (monitor only): between cells, a sample composed of this kernel's last own
    * figures and the device's figures the server read is added (see
    * `composeSample`), so the gauge and the chart stay live while the idle
    * kernel is silent; so is the list of the GPU's processes
    * (`composeGpuProcesses`).
    */
-  applyServerReading(reading: IServerDevices, at: number): void {
+  applyServerReading(reading: IServerDevices): void {
     const sees = serverSeesKernel(this._hello, reading);
     const last = this.latestSample;
     const composed =
       this._status === 'ready' && last && this._hello
-        ? composeSample(last, this._hello, reading, at)
+        ? composeSample(last, this._hello, reading)
         : null;
     if (composed) {
       this._push(composed);
     }
     const listed =
       composed && this._hello
-        ? composeGpuProcesses(this._gpuProcesses, this._hello, reading, at)
+        ? composeGpuProcesses(this._gpuProcesses, this._hello, reading)
         : null;
     if (listed) {
       // not `gpuProcessesChanged`: that one is the agent's list

@@ -295,11 +295,11 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
     if (state.status !== 'ok') {
       return;
     }
-    const { answer, at } = state;
+    const { answer } = state;
     for (const entry of this._entries.values()) {
       const { model, connection } = entry;
       if (answer.devices) {
-        model.applyServerReading(answer.devices, at);
+        model.applyServerReading(answer.devices);
       }
       const row = answer.kernels.find(k => k.id === model.kernelId);
       const pid = model.hello?.pid ?? null;

@@ -14,7 +14,8 @@ import type { IServerDevices } from './server-kernel-types';
 /**
  * A sample the page composed: the kernel's own figures from its agent's last
  * sample (`ownT`, seconds since the epoch), the device's `used`, `total` and
- * `utilization` from the server's NVML at `t`. `source` is `server`; the
+ * `utilization` from the server's NVML at `t` (the server's clock, which a
+ * kernel the server sees shares). `source` is `server`; the
  * agent never sends one.
  */
 export type IComposedSample = ISample & { source: 'server'; ownT: number };
@@ -30,8 +31,7 @@ export function isComposed(sample: ISample): sample is IComposedSample {
  * @param last - the kernel's latest sample (an agent's, or one composed
  *   earlier: its own figures are carried on).
  * @param hello - the agent's hello (the kernel's devices and their uuids).
- * @param reading - the server's NVML reading.
- * @param at - when the server answered (ms since the epoch).
+ * @param reading - the server's NVML reading (read at its `t`).
  * @returns the composed sample, or null when the server sees none of the
  *   kernel's devices (a gateway's kernel, another machine or pid namespace,
  *   no NVML on the server), when the kernel has no device, while a cell runs
@@ -41,10 +41,9 @@ export function isComposed(sample: ISample): sample is IComposedSample {
 export function composeSample(
   last: ISample,
   hello: IHello,
-  reading: IServerDevices,
-  at: number
+  reading: IServerDevices
 ): IComposedSample | null {
-  const t = at / 1000;
+  const t = reading.t;
   if (last.busy || !(t > last.t) || last.devices.length === 0) {
     return null;
   }
@@ -88,7 +87,7 @@ export function serverSeesKernel(
 
 /**
  * The GPU's processes between cells, from the server's NVML reading: the
- * pids and bytes the server read at `at` (ms since the epoch), each with the
+ * pids and bytes the server read at its `t`, each with the
  * kind, name, command line and user the agent's last list gave that pid
  * (null for a process that came since: the agent reads those after the next
  * cell, or when a user opens the panel where the server cannot see the
@@ -101,10 +100,9 @@ export function serverSeesKernel(
 export function composeGpuProcesses(
   last: IGpuProcesses | null,
   hello: IHello,
-  reading: IServerDevices,
-  at: number
+  reading: IServerDevices
 ): IGpuProcesses | null {
-  const t = at / 1000;
+  const t = reading.t;
   if (!last || last.namespace !== 'host' || !(t > last.t)) {
     return null;
   }

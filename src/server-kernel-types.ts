@@ -59,10 +59,12 @@ export interface IServerKernelsAnswer {
 }
 
 /**
- * The server's NVML reading: `error` says why there is no device (no
- * nvidia-ml-py, no driver), else null.
+ * The server's NVML reading: `t` when it was read (the server's clock, in
+ * seconds since the epoch: a local kernel's samples use the same clock),
+ * `error` why there is no device (no nvidia-ml-py, no driver), else null.
  */
 export interface IServerDevices {
+  t: number;
   error: string | null;
   devices: IServerDevice[];
 }

@@ -53,6 +53,7 @@ const answer = z.object({
   idleHolding: z.optional(z.object({ minutes: nonNegative, mib: nonNegative })),
   devices: z.optional(
     z.object({
+      t: z.number().check(z.minimum(0)),
       error: z.nullable(text(1000)),
       devices: z.array(serverDevice).check(z.maxLength(64))
     })

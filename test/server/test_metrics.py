@@ -518,6 +518,7 @@ def test_the_kernels_answer_carries_the_devices_and_no_poll_is_activity(tmp_path
         fake_nvml(config, {pid: 300 * MiB for pid in pids})
         status, answer = server.get("gpu-hygiene/kernels")
         assert answer["devices"]["error"] is None
+        assert abs(answer["devices"]["t"] - time.time()) < 5
         (device,) = answer["devices"]["devices"]
         assert device["uuid"] == "GPU-fake-h100-0" and device["index"] == "0"
         assert device["total"] == 80 * 2**30 and device["mig"] is False

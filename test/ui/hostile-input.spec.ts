@@ -130,7 +130,7 @@ def junk(i):
     elif kind == 1:  # unknown message kind
         msg["type"] = rng.choice(["bogus", "", "HELLO", None, 7, ["hello"], "configure"])
     elif kind == 2:  # a missing field (not the optional ones: an older agent sends none)
-        optional = ("limits", "unread", "keptErrors", "optimizers", "ram")
+        optional = ("limits", "unread", "keptErrors", "optimizers", "ram", "children")
         del msg[rng.choice([k for k in fields if k not in optional])]
     elif kind == 3:  # a field of the wrong type
         key = rng.choice(fields)

@@ -23,8 +23,13 @@ const GiB = 2 ** 30;
 const trans = nullTranslator.load('jupyterlab_gpu_hygiene');
 
 /** The server's NVML reading: GPU-1 (the kernel's cuda:0) with `used`, k1 and bob's job. */
-function reading(used = 20 * GiB, uuid = 'GPU-1'): IServerDevices {
+function reading(
+  used = 20 * GiB,
+  uuid = 'GPU-1',
+  at = after(5)
+): IServerDevices {
   return {
+    t: at / 1000,
     error: null,
     devices: [
       {
@@ -50,7 +55,11 @@ const after = (s: number) => (1_764_496_801 + s) * 1000;
 describe('composeSample', () => {
   it('takes the device figures from the server and keeps the kernel’s own', () => {
     const last = gpuSample(13 * GiB, 141 * GiB);
-    const sample = composeSample(last, h200Hello(), reading(), after(5))!;
+    const sample = composeSample(
+      last,
+      h200Hello(),
+      reading(20 * GiB, 'GPU-1', after(5))
+    )!;
     expect(isComposed(sample)).toBe(true);
     expect(sample.t).toBe(last.t + 5);
     expect(sample.ownT).toBe(last.t);
@@ -63,21 +72,35 @@ describe('composeSample', () => {
     expect(device.allocated).toBe(last.devices[0].allocated);
     expect(device.reserved).toBe(last.devices[0].reserved);
     // composed again from a composed one: the kernel's report stays the first
-    const again = composeSample(sample, h200Hello(), reading(), after(6))!;
+    const again = composeSample(
+      sample,
+      h200Hello(),
+      reading(20 * GiB, 'GPU-1', after(6))
+    )!;
     expect(again.ownT).toBe(last.t);
   });
 
   it('composes nothing where the server does not see the kernel’s GPU, while a cell runs, or from an older reading', () => {
     const last = gpuSample(13 * GiB, 141 * GiB);
     expect(
-      composeSample(last, h200Hello(), reading(20 * GiB, 'GPU-other'), after(5))
+      composeSample(last, h200Hello(), reading(20 * GiB, 'GPU-other', after(5)))
     ).toBeNull();
     expect(
-      composeSample({ ...last, busy: true }, h200Hello(), reading(), after(5))
+      composeSample(
+        { ...last, busy: true },
+        h200Hello(),
+        reading(20 * GiB, 'GPU-1', after(5))
+      )
     ).toBeNull();
-    expect(composeSample(last, h200Hello(), reading(), after(-1))).toBeNull();
     expect(
-      composeSample({ ...last, devices: [] }, h200Hello(), reading(), after(5))
+      composeSample(last, h200Hello(), reading(20 * GiB, 'GPU-1', after(-1)))
+    ).toBeNull();
+    expect(
+      composeSample(
+        { ...last, devices: [] },
+        h200Hello(),
+        reading(20 * GiB, 'GPU-1', after(5))
+      )
     ).toBeNull();
   });
 
@@ -95,8 +118,7 @@ describe('composeGpuProcesses', () => {
     const listed = composeGpuProcesses(
       model.gpuProcesses,
       model.hello!,
-      reading(),
-      after(5)
+      reading()
     )!;
     const rows = listed.devices[0].processes;
     // largest first, the one without a figure last; k2 (pid 2000) is gone
@@ -119,10 +141,18 @@ describe('composeGpuProcesses', () => {
       namespace: 'container' as const
     };
     expect(
-      composeGpuProcesses(container, model.hello!, reading(), after(5))
+      composeGpuProcesses(
+        container,
+        model.hello!,
+        reading(20 * GiB, 'GPU-1', after(5))
+      )
     ).toBeNull();
     expect(
-      composeGpuProcesses(null, model.hello!, reading(), after(5))
+      composeGpuProcesses(
+        null,
+        model.hello!,
+        reading(20 * GiB, 'GPU-1', after(5))
+      )
     ).toBeNull();
   });
 });
@@ -135,7 +165,7 @@ describe('GpuKernelModel.applyServerReading', () => {
     model.changed.connect(() => changes++);
     let listsFromAgent = 0;
     model.gpuProcessesChanged.connect(() => listsFromAgent++);
-    model.applyServerReading(reading(), after(5));
+    model.applyServerReading(reading(20 * GiB, 'GPU-1', after(5)));
     expect(model.samples.length).toBe(before + 1);
     expect(isComposed(model.latestSample!)).toBe(true);
     expect(model.primaryDevice()!.used).toBe(20 * GiB);
@@ -147,11 +177,11 @@ describe('GpuKernelModel.applyServerReading', () => {
 
   it('adds nothing before the agent is ready or where the server does not see its GPU', () => {
     const starting = new GpuKernelModel({ kernelId: 'k' });
-    starting.applyServerReading(reading(), after(5));
+    starting.applyServerReading(reading(20 * GiB, 'GPU-1', after(5)));
     expect(starting.samples).toEqual([]);
     const model = k1Model();
     const before = model.samples.length;
-    model.applyServerReading(reading(0, 'GPU-other'), after(5));
+    model.applyServerReading(reading(0, 'GPU-other', after(5)));
     expect(model.samples.length).toBe(before);
     expect(model.serverSeesDevices).toBe(false);
   });
@@ -167,7 +197,7 @@ describe('how old the gauge’s figures are', () => {
 
   it('gives the server’s reading’s age and the kernel’s last report', () => {
     const model = k1Model();
-    model.applyServerReading(reading(), after(90));
+    model.applyServerReading(reading(20 * GiB, 'GPU-1', after(90)));
     expect(ageNotes(model, after(93), trans)).toEqual([
       'Device figures read by the server 3 s ago; this kernel’s own as of its last report, 1 min ago (an idle kernel reports only a change).'
     ]);
@@ -178,7 +208,7 @@ describe('how old the gauge’s figures are', () => {
 
   it('says how old everything is where the server cannot read the kernel’s GPU', () => {
     const model = k1Model();
-    model.applyServerReading(reading(0, 'GPU-other'), after(1));
+    model.applyServerReading(reading(0, 'GPU-other', after(1)));
     expect(ageNotes(model, after(5), trans)).toEqual([]);
     expect(ageNotes(model, after(125), trans)).toEqual([
       'Figures as of 2 min ago: an idle kernel reports only a change of its own, and this server cannot read its GPU. Opening this view asked the kernel again.'
