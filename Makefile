@@ -21,7 +21,7 @@ PY_SOURCES := $(filter-out jupyterlab_gpu_hygiene/_version.py,$(wildcard jupyter
 	$(wildcard jupyter-config/server-config/*.json) \
 	$(wildcard jupyterlab_gpu_hygiene/locale/*/LC_MESSAGES/*.json)
 
-.PHONY: lab test setup build lint test-unit test-agent test-ui test-gateway test-notebook7 test-floor clean help i18n
+.PHONY: lab test setup build lint test-unit test-agent test-ui test-gateway test-notebook7 test-floor test-fleet clean help i18n
 
 help:
 	@echo "make lab    # set up .venv and node_modules, build, open JupyterLab on a scratch copy of examples/stacked-yolo.ipynb"
@@ -179,17 +179,50 @@ test-floor: $(STAMP)/floor $(STAMP)/floor-types $(STAMP)/chromium
 		python -m pytest -q -p no:cacheprovider test/floor
 	npx playwright test -c playwright.floor.config.js
 
+# The standard idle cullers and Prometheus against servers that run the extension (issue 40,
+# test/fleet/, no mock): jupyter_server's kernel culler (cull_idle_timeout, with cull_connected
+# too); a JupyterHub (the jupyterhub package, configurable-http-proxy, SimpleLocalProcessSpawner
+# running .venv's jupyterhub-singleuser, three users) with jupyterhub-idle-culler as a hub
+# service; Debian's prometheus scraping gpu-hygiene/metrics through the hub's proxy. The tests
+# start and stop every server themselves, on 127.0.0.1 at free ports. Installs: jupyterhub and
+# the culler into .venv (test/fleet/requirements.txt), configurable-http-proxy as locked in
+# test/fleet/proxy/ into $(FLEET_PROXY), prometheus with apt where $(PROMETHEUS) is missing. The
+# two test files run side by side (pytest-xdist, a worker per file: the hub's six tests share one
+# scenario, the culler's two cases run in turn): about 80 s on a 2-core machine.
+FLEET_PROXY := $(STAMP)/chp
+PROMETHEUS := /usr/bin/prometheus
+$(STAMP)/fleet-hub: test/fleet/requirements.txt $(STAMP)/venv
+	$(BIN)/python -m pip install -q -r test/fleet/requirements.txt
+	touch $@
+
+$(STAMP)/fleet-proxy: test/fleet/proxy/package.json test/fleet/proxy/package-lock.json | $(STAMP)
+	rm -rf $(FLEET_PROXY)
+	mkdir -p $(FLEET_PROXY)
+	cp test/fleet/proxy/package.json test/fleet/proxy/package-lock.json $(FLEET_PROXY)/
+	npm ci --prefix $(FLEET_PROXY) --no-audit --no-fund
+	$(FLEET_PROXY)/node_modules/.bin/configurable-http-proxy --version
+	touch $@
+
+$(STAMP)/prometheus: | $(STAMP)
+	if [ ! -x $(PROMETHEUS) ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; fi
+	$(PROMETHEUS) --version 2>&1 | head -1
+	touch $@
+
+test-fleet: $(STAMP)/build $(STAMP)/fleet-hub $(STAMP)/fleet-proxy $(STAMP)/prometheus
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile test/fleet
+
 # make test: set-up, then the stages, every one timed; the table of times is printed at the end,
 # also when a stage fails (and kept in $(STAMP)/test-times.txt). The two venvs that only later
-# stages need (the oldest kernel's, the floor's: mostly downloads and unpacking) are made in the
-# background while lint, jest and the agent tests run. Then the Galata stage (test-ui) runs beside
+# stages need (the oldest kernel's, the floor's: mostly downloads and unpacking), the fleet's proxy
+# and prometheus are made in the background while lint, jest and the agent tests run. Then the Galata stage (test-ui) runs beside
 # a chain of the others (TEST_BESIDE_UI, in turn): measured on a 2-core machine (sampling
 # /proc/stat every 5 s), test-ui kept the cores 55 % busy on average (532 s), the others 60-76 %
 # (their servers use other ports: 8889, 8890-8893). The Kernel Gateway stage comes after them:
-# beside Galata its first websocket stalled (a ping timeout after 90 s).
+# beside Galata its first websocket stalled (a ping timeout after 90 s). The fleet stage too: its
+# cullers' bounds are timed to a few seconds, which Galata's load on two cores would eat.
 TEST_STAGES := lint+test-unit test-agent
 TEST_BESIDE_UI := test-compat-oldest test-notebook7 test-floor
-TEST_AFTER_UI := test-gateway
+TEST_AFTER_UI := test-gateway test-fleet
 # lint (one core: eslint, prettier, tsc, ruff) and jest (one worker on two cores) side by side;
 # each one's output is printed whole when it ends
 .PHONY: lint+test-unit
@@ -219,7 +252,7 @@ test:
 	# .venv (pip) and node_modules (npm ci) are made side by side, then the build
 	stage setup $(MAKE) --no-print-directory -j2 $(STAMP)/build $(STAMP)/chromium
 	( $(MAKE) --no-print-directory compat-setup-oldest $(STAMP)/floor $(STAMP)/floor-types \
-		> $(STAMP)/test-background.log 2>&1 ) &
+		$(STAMP)/fleet-proxy $(STAMP)/prometheus > $(STAMP)/test-background.log 2>&1 ) &
 	bg=$$!
 	for s in $(TEST_STAGES); do
 		stage $$s $(MAKE) --no-print-directory $$s
