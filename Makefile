@@ -214,12 +214,13 @@ test-fleet: $(STAMP)/build $(STAMP)/fleet-hub $(STAMP)/fleet-proxy $(STAMP)/prom
 # make test: set-up, then the stages, every one timed; the table of times is printed at the end,
 # also when a stage fails (and kept in $(STAMP)/test-times.txt). The two venvs that only later
 # stages need (the oldest kernel's, the floor's: mostly downloads and unpacking), the fleet's proxy
-# and prometheus are made in the background while lint, jest and the agent tests run. Then the Galata stage (test-ui) runs beside
-# a chain of the others (TEST_BESIDE_UI, in turn): measured on a 2-core machine (sampling
-# /proc/stat every 5 s), test-ui kept the cores 55 % busy on average (532 s), the others 60-76 %
-# (their servers use other ports: 8889, 8890-8893). The Kernel Gateway stage comes after them:
-# beside Galata its first websocket stalled (a ping timeout after 90 s). The fleet stage too: its
-# cullers' bounds are timed to a few seconds, which Galata's load on two cores would eat.
+# and prometheus are made in the background while lint, jest and the agent tests run. Then the
+# Galata stage (test-ui) runs beside a chain of the others (TEST_BESIDE_UI, in turn): measured on
+# a 2-core machine (sampling /proc/stat every 5 s), test-ui kept the cores 55 % busy on average
+# (532 s), the others 60-76 % (their servers use other ports: 8889, 8890-8893). The Kernel
+# Gateway stage comes after them: beside Galata its first websocket stalled (a ping timeout after
+# 90 s). The fleet stage too: its cullers' bounds are timed to a few seconds, which Galata's load
+# on two cores would eat.
 TEST_STAGES := lint+test-unit test-agent
 TEST_BESIDE_UI := test-compat-oldest test-notebook7 test-floor
 TEST_AFTER_UI := test-gateway test-fleet
