@@ -17,11 +17,13 @@ Metrics (gauges; bytes and seconds, as Prometheus names them):
 - ``jupyter_gpu_hygiene_nvml_available``: 1 when NVML answered, else 0 (``reason`` label);
 - ``jupyter_gpu_hygiene_device_memory_total_bytes`` / ``..._used_bytes`` {device, uuid, mig};
 - ``jupyter_gpu_hygiene_kernel_info`` {kernel_id, kernel_name, execution_state[, path]}: 1;
+  ``execution_state`` is jupyter_server's, but ``busy`` while a cell runs (``ExecutionActivity``:
+  a control-channel or subshell request makes jupyter_server's say ``idle`` mid-cell);
   ``path`` (the notebook) only when ``GpuHygieneMetrics.notebook_paths`` is on (off by default,
   for privacy) and the user may read ``/api/sessions``;
 - ``jupyter_gpu_hygiene_kernel_idle_seconds`` {kernel_id}: since the kernel last ran code, 0
-  while busy (``ExecutionActivity``: not jupyter_server's ``last_activity``, which any IOPub
-  message moves: a comm's, a thread's output);
+  while a cell runs (``ExecutionActivity``: not jupyter_server's ``last_activity``, which any
+  IOPub message moves: a comm's, a thread's output);
 - ``jupyter_gpu_hygiene_kernel_vram_bytes`` {kernel_id, device, uuid, mig}: what NVML lists for
   the kernel's process on that device (a MIG slice is a device of its own, ``mig="1"``);
 - ``jupyter_gpu_hygiene_kernel_idle_holding_vram`` {kernel_id}: 1 when the kernel has been idle
@@ -55,7 +57,7 @@ from traitlets import Bool, Float
 from traitlets.config import Configurable
 
 from .findings import FindingsReports
-from .server import AUTH_RESOURCE, _maybe_await, is_gateway, kernels_answer
+from .server import AUTH_RESOURCE, _maybe_await, is_gateway, kernels_answer, local_pid
 
 #: The route, under the server's ``base_url``.
 ROUTE = ("gpu-hygiene", "metrics")
@@ -243,47 +245,96 @@ def _device(nvml: Any, handle: Any, index: str, mig: bool) -> Device:
     )
 
 
-class ExecutionActivity:
-    """When each local kernel last ran code: the time of its last IOPub ``status`` message in
-    reply to an ``execute_request`` (a cell, silent ones included), watched on its own IOPub
-    stream (as jupyter_server's ``start_watching_activity`` watches it).
+#: How long (seconds) the culler waits for a kernel's main shell to answer a ``kernel_info_request``
+#: before it shuts the kernel down: a free shell answers in milliseconds, one that runs a cell
+#: only when the cell ends (``ExecutionActivity.main_shell_free``).
+SHELL_PROBE_S = 5.0
 
-    jupyter_server's ``last_activity`` is not used for idle time: every IOPub message counts
-    there, ``comm_msg`` included (a user's own comm or thread output, or an agent before 0.16.0,
-    whose comm sent a sample every second while a notebook was open, keeps that figure young).
+#: The ``running`` key of an execution the watch did not see start: the main shell's state was
+#: not known when the watch began (``ExecutionActivity.watch``).
+UNKNOWN = "(before the watch)"
+
+
+@dataclass
+class _Watch:
+    """One kernel's watch (``ExecutionActivity``)."""
+
+    #: Its IOPub stream (a ZMQStream).
+    stream: Any
+    #: The session that reads its messages (the kernel's key).
+    session: Any
+    #: Epoch seconds of its last execution status, or of the watch's start.
+    last: float
+    #: The kernel's pid when the watch began (a restart starts a new watch).
+    pid: int | None
+    #: The execute requests that are running: {msg_id: subshell id (None: the main shell)},
+    #: from their IOPub ``status: busy`` until their ``status: idle``; ``UNKNOWN`` until the
+    #: main shell first answers (``watch``).
+    running: dict[str, str | None] = field(default_factory=dict)
+    #: The shell stream of a ``kernel_info_request`` not answered yet.
+    probe: Any = None
+
+
+class ExecutionActivity:
+    """When each local kernel last ran code, and whether it runs code now, from its own IOPub
+    stream (watched as jupyter_server's ``start_watching_activity`` watches it).
+
+    A kernel runs code from the IOPub ``status: busy`` of an ``execute_request`` until the
+    ``status: idle`` of that very request (its ``msg_id``): any shell's, a subshell's too.
+    jupyter_server's ``execution_state`` is not used for that, nor ``last_activity`` for idle
+    time: the state is whatever the last status message said, and a control-channel request
+    (``usage_request``, ``list_subshell_request``, ``create_subshell_request``) or a comm on a
+    subshell sends ``busy`` then ``idle`` while the main shell still runs a cell (ipykernel 7),
+    so the state reads ``idle`` mid-cell; every IOPub message counts as activity, a comm's or a
+    thread's output too.
+
     ``watch`` starts watching the kernels it is given (from the first scrape, and every
-    ``poll_s`` from ``start``), ``forget`` drops those that are gone; a kernel is counted from
-    when its watch began until it first runs code.
+    ``poll_s`` from ``start``), ``forget`` drops those that are gone. A cell that started
+    before the watch did is not seen start: the watch then asks the main shell once
+    (``kernel_info_request``, answered only when no cell runs there) and counts the kernel as
+    running code until it answers. Idle time counts from the watch's start until the kernel
+    first runs code.
     """
 
     def __init__(self, clock=time.time) -> None:
         self._clock = clock
-        #: kernel id -> [IOPub stream, time of the last execution or of the watch's start]
-        self._watched: dict[str, list] = {}
+        self._watched: dict[str, _Watch] = {}
 
     def last_execution(self, kernel_id: str) -> float | None:
         """Epoch seconds of the kernel's last execution (or of its watch's start), or None when
         it is not watched (a gateway kernel, one that could not be watched)."""
         entry = self._watched.get(kernel_id)
-        return None if entry is None else entry[1]
+        return None if entry is None else entry.last
+
+    def executing(self, kernel_id: str) -> bool:
+        """Whether the kernel runs code now: an execute request without its ``idle`` yet, or a
+        main shell that has not answered since the watch began. False when it is not
+        watched."""
+        entry = self._watched.get(kernel_id)
+        return entry is not None and bool(entry.running)
 
     def watch(self, kernel_manager: Any, kernel_ids: list[str]) -> None:
-        """Watch every kernel of ``kernel_ids`` not watched yet; stop watching the others."""
+        """Watch every kernel of ``kernel_ids`` not watched yet (again after a restart: a new
+        pid); stop watching the others."""
         if is_gateway(kernel_manager):
             return
         for kernel_id in list(self._watched):
             if kernel_id not in kernel_ids:
                 self.forget(kernel_id)
         for kernel_id in kernel_ids:
-            if kernel_id in self._watched:
+            entry = self._watched.get(kernel_id)
+            pid = local_pid(kernel_manager, kernel_id)
+            if entry is not None and entry.pid == pid:
                 continue
+            self.forget(kernel_id)
             stream = None
             try:
                 kernel = kernel_manager.get_kernel(kernel_id)
                 session = Session(config=kernel.session.config, key=kernel.session.key)
                 stream = kernel.connect_iopub()
-                entry = [stream, self._clock()]
-                stream.on_recv(self._recorder(entry, session))  # a ZMQStream (jupyter_server's)
+                entry = _Watch(stream, session, self._clock(), pid, {UNKNOWN: None})
+                stream.on_recv(self._recorder(entry))  # a ZMQStream (jupyter_server's)
+                entry.probe = _ask_main_shell(kernel, session, lambda e=entry: _answered(e))
             except Exception:  # shut down meanwhile, no IOPub, or a socket without on_recv
                 if stream is not None:
                     with contextlib.suppress(Exception):
@@ -291,33 +342,108 @@ class ExecutionActivity:
                 continue
             self._watched[kernel_id] = entry
 
-    def _recorder(self, entry: list, session: Any):
+    def _recorder(self, entry: _Watch):
+        session = entry.session
+
         def record(msg_list: list) -> None:
             try:
                 _idents, parts = session.feed_identities(msg_list)
                 msg = session.deserialize(parts, content=False)
+                if msg["header"].get("msg_type") != "status":
+                    return
+                parent = msg.get("parent_header") or {}
+                state = session.unpack(msg["content"]).get("execution_state")
             except Exception:  # not a message of this session
                 return
-            parent = msg.get("parent_header") or {}
-            if msg["header"].get("msg_type") == "status" and (
-                parent.get("msg_type") == "execute_request"
-            ):
-                entry[1] = self._clock()
+            if state == "starting":  # the kernel (re)starts: nothing of before runs
+                entry.running.clear()
+            if parent.get("msg_type") != "execute_request":
+                return
+            entry.last = self._clock()
+            msg_id = parent.get("msg_id")
+            if state == "busy":
+                entry.running[msg_id] = parent.get("subshell_id")
+            elif state == "idle":
+                entry.running.pop(msg_id, None)
 
         return record
 
+    async def main_shell_free(
+        self, kernel_manager: Any, kernel_id: str, timeout: float = SHELL_PROBE_S
+    ) -> bool:
+        """Whether the kernel's main shell answers a ``kernel_info_request`` within ``timeout``
+        seconds: it does so only between cells (a shell handles its requests one at a time),
+        whatever a control or subshell request made its state say. False when it does not
+        answer in time or cannot be asked."""
+        answered = asyncio.get_running_loop().create_future()
+
+        def done() -> None:
+            if not answered.done():
+                answered.set_result(True)
+
+        stream = None
+        try:
+            kernel = kernel_manager.get_kernel(kernel_id)
+            session = Session(config=kernel.session.config, key=kernel.session.key)
+            stream = _ask_main_shell(kernel, session, done)
+            return await asyncio.wait_for(answered, timeout)
+        except Exception:  # no answer in time, shut down meanwhile, no shell
+            return False
+        finally:
+            if stream is not None:
+                with contextlib.suppress(Exception):
+                    stream.close()
+
     def forget(self, kernel_id: str) -> None:
-        """Stop watching ``kernel_id`` and close its stream."""
+        """Stop watching ``kernel_id`` and close its streams."""
         entry = self._watched.pop(kernel_id, None)
         if entry is not None:
-            with contextlib.suppress(Exception):  # already closed with its kernel
-                entry[0].close()
+            for stream in (entry.stream, entry.probe):
+                if stream is not None:
+                    with contextlib.suppress(Exception):  # already closed with its kernel
+                        stream.close()
 
 
-def _idle_seconds(row: dict, now: float, last_execution: float | None) -> float:
-    """Seconds since the kernel last ran code (``ExecutionActivity``), 0 while it is busy; a
-    kernel not watched (behind a gateway) falls back to jupyter_server's ``last_activity``."""
-    if row.get("executionState") == "busy":
+def _answered(entry: _Watch) -> None:
+    """The main shell answered the watch's ``kernel_info_request``: whatever ran there when the
+    watch began is over."""
+    entry.running.pop(UNKNOWN, None)
+    if entry.probe is not None:
+        with contextlib.suppress(Exception):
+            entry.probe.close()
+        entry.probe = None
+
+
+def _ask_main_shell(kernel: Any, session: Any, on_reply) -> Any:
+    """Send a ``kernel_info_request`` to ``kernel``'s main shell (no subshell) on a shell
+    stream of its own and call ``on_reply()`` when its reply arrives; returns the stream (a
+    ZMQStream), which the caller closes. jupyter_server counts neither message as activity
+    (``untracked_message_types``)."""
+    stream = kernel.connect_shell()
+    request = session.msg("kernel_info_request", {})
+    msg_id = request["header"]["msg_id"]
+
+    def received(msg_list: list) -> None:
+        try:
+            _idents, parts = session.feed_identities(msg_list)
+            reply = session.deserialize(parts, content=False)
+        except Exception:  # not a message of this session
+            return
+        if (reply.get("parent_header") or {}).get("msg_id") == msg_id:
+            on_reply()
+
+    stream.on_recv(received)
+    session.send(stream, request)
+    return stream
+
+
+def _idle_seconds(
+    row: dict, now: float, last_execution: float | None, executing: bool = False
+) -> float:
+    """Seconds since the kernel last ran code (``ExecutionActivity``), 0 while it runs code
+    (``executing``, the watch's) or its state says busy; a kernel not watched (behind a
+    gateway) falls back to jupyter_server's ``last_activity``."""
+    if executing or row.get("executionState") == "busy":
         return 0.0
     if last_execution is not None:
         return max(0.0, now - last_execution)
@@ -389,9 +515,9 @@ def metric_families(
     for row in answer.get("kernels", []):
         kernel_id = row["id"]
         paths = ",".join(s["path"] for s in row.get("sessions", []) if s.get("path"))
-        info.add_metric(
-            [kernel_id, row.get("name") or "", row.get("executionState") or "unknown", paths], 1
-        )
+        running = activity is not None and activity.executing(kernel_id)
+        execution_state = "busy" if running else row.get("executionState") or "unknown"
+        info.add_metric([kernel_id, row.get("name") or "", execution_state, paths], 1)
         state = kernel_state(row, reading, settings, now, activity)
         idle.add_metric([kernel_id], state.idle_seconds)
         for device, figure in state.vram:
@@ -471,7 +597,8 @@ def kernel_state(
     """The ``KernelState`` of the kernel ``row`` (a row of ``server.kernels_answer``) at ``now``
     (epoch seconds), from one NVML ``reading``."""
     kernel_id = row["id"]
-    seconds = _idle_seconds(row, now, activity.last_execution(kernel_id) if activity else None)
+    last = activity.last_execution(kernel_id) if activity else None
+    seconds = _idle_seconds(row, now, last, bool(activity and activity.executing(kernel_id)))
     pid = row.get("pid")
     vram = [
         (device, device.processes[pid])
@@ -490,15 +617,15 @@ def kernel_state(
 def _ran_since(
     kernel_manager: Any, activity: ExecutionActivity, kernel_id: str, now: float
 ) -> bool:
-    """Whether the kernel is busy now, or ran code after ``now`` (epoch seconds), by the
-    kernel manager's state and the execution watch; a kernel that is gone counts as busy (it
+    """Whether the kernel runs code now, or ran code after ``now`` (epoch seconds), by the
+    execution watch and the kernel manager's state; a kernel that is gone counts as busy (it
     is not shut down)."""
     try:
         state = kernel_manager.get_kernel(kernel_id).execution_state
     except Exception:  # shut down meanwhile
         return True
     last = activity.last_execution(kernel_id)
-    return state == "busy" or (last is not None and last > now)
+    return state == "busy" or activity.executing(kernel_id) or (last is not None and last > now)
 
 
 async def cull_idle_holding(
@@ -509,10 +636,12 @@ async def cull_idle_holding(
     log: Any,
 ) -> list[str]:
     """Shut down every local kernel of ``kernel_manager`` that ``kernel_state`` flags as idle
-    and holding VRAM (``GpuHygieneMetrics.cull_idle_holding``); returns their ids. Each one is
-    looked at again right before its shutdown (``_ran_since``: busy, or a cell since the
-    listing, and it is kept) and logged at warning level with its idle minutes and VRAM. A
-    kernel that fails to shut down is logged and left; nothing raises."""
+    and holding VRAM (``GpuHygieneMetrics.cull_idle_holding``); returns their ids. Before its
+    shutdown each one's main shell is asked whether it is free (``main_shell_free``: no
+    answer within ``SHELL_PROBE_S``, a cell runs there, and it is kept), then it is looked at
+    again (``_ran_since``: running code, or a cell since the listing, and it is kept); a
+    culled kernel is logged at warning level with its idle minutes and VRAM. A kernel that
+    fails to shut down is logged and left; nothing raises."""
     if is_gateway(kernel_manager):
         return []
     answer = await kernels_answer(kernel_manager, None)
@@ -526,6 +655,16 @@ async def cull_idle_holding(
             continue
         if _ran_since(kernel_manager, activity, row["id"], now):
             continue  # it started a cell while the others were listed or shut down
+        if not await activity.main_shell_free(kernel_manager, row["id"]):
+            log.info(
+                "jupyterlab_gpu_hygiene: not culling kernel %s: its main shell did not answer "
+                "in %g s (a cell runs)",
+                row["id"],
+                SHELL_PROBE_S,
+            )
+            continue
+        if _ran_since(kernel_manager, activity, row["id"], now):
+            continue
         held = sum(figure for _device, figure in state.vram)
         log.warning(
             "jupyterlab_gpu_hygiene: culling kernel %s: idle %.1f min, holding %.0f MiB of VRAM "
