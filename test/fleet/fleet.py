@@ -361,8 +361,9 @@ class IopubTap:
             detail = None
             if kind == "comm_msg":
                 detail = (msg["content"].get("data") or {}).get("type")
-            elif kind == "status":
-                detail = msg["content"].get("execution_state")
+            elif kind == "status":  # and the type of the request it answers
+                parent = (msg.get("parent_header") or {}).get("msg_type")
+                detail = f"{msg['content'].get('execution_state')}<-{parent}"
             self.messages.append((time.time(), kind, detail))
 
     def since(self, t):
