@@ -726,4 +726,8 @@ class GpuHygieneMetricsHandler(APIHandler):
         body = exposition(families)
         self.set_header("Content-Type", CONTENT_TYPE_LATEST)
         self.set_header("Cache-Control", "no-store")
-        self.finish(body)
+        # not APIHandler.finish, which sets Content-Type: application/json over it (Prometheus 3
+        # refuses that type) and cannot be told otherwise before jupyter_server 2.4
+        # (set_content_type); the rest of what it does is moving last_activity, which a scrape
+        # must not do (_track_activity)
+        web.RequestHandler.finish(self, body)
