@@ -362,7 +362,7 @@ gpu-check-js:
 #   make bench [BENCH_ARGS=--quick]   BENCH_ARGS: more options of bench/bench.py (--help)
 #   HELLO_ARGS=..., START_ARGS=...    options of bench/hello.py, bench/start.mjs (--help)
 #   BASELINE=dir                      another build's labextension folder, measured beside
-.PHONY: bench bench-start
+.PHONY: bench bench-start bench-quiet
 $(STAMP)/bench: bench/requirements.txt $(STAMP)/venv | $(STAMP)
 	$(BIN)/python -m pip install -q --no-deps -r bench/requirements.txt
 	$(BIN)/python -c "import ipyexperiments, psutil; print('ipyexperiments', ipyexperiments.__version__)"
@@ -371,6 +371,13 @@ $(STAMP)/bench: bench/requirements.txt $(STAMP)/venv | $(STAMP)
 bench: $(STAMP)/bench
 	$(BIN)/python bench/bench.py $(BENCH_ARGS)
 	$(MAKE) --no-print-directory bench-start
+
+# What an idle kernel sends on IOPub (issue 40): messages and bytes per hour of kernels with and
+# without the agent, a page open or not, DataLoader-like workers coming and going, and the
+# previous agent as baseline, in one window (default 600 s) of a real server and chromium; writes
+# bench/quiet.json.   make bench-quiet [QUIET_ARGS="--window 600"]
+bench-quiet: $(STAMP)/build $(STAMP)/chromium
+	$(BIN)/python bench/quiet.py $(QUIET_ARGS)
 
 bench-start: $(STAMP)/build $(STAMP)/chromium
 	$(BIN)/python bench/hello.py $(HELLO_ARGS)
