@@ -543,6 +543,89 @@ function signature(params: Array<[string, string[][]]>): string[] {
 /** The function the clean cell defines, calls, and unbinds (or gives back). */
 const HELPER = '_gpu_hygiene_clear_gpu';
 
+/** `hex(id())` of an object, as the agent writes it: the only ids that reach code. */
+const VALUE_ID = /^0x[0-9a-f]{1,16}$/;
+
+/** `value` quoted for an error message, cut to 60 characters. */
+function quoted(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 60 ? `${text.slice(0, 59)}…` : text;
+}
+
+/**
+ * Check every identifier and key of `plan` that the clean cell writes as
+ * code or names in its comments, whoever built the plan ({@link planClean}
+ * filters what it takes from the kernel; a plan made by hand is not): the
+ * execution counts (`outKeys`, `outputs[].cells`: non-negative safe
+ * integers), the hidden copies (`_`, `__`, `___`, `_N`), the names
+ * (`deleteNames`, `keptNames`, `keptErrors[].name`: Python identifiers) and
+ * the ids (`deleteIds`' values, `keptErrors[].valueId`: `0x` and hex).
+ *
+ * @throws Error naming the first field that fails and its value (quoted,
+ *   cut to 60 characters); nothing of such a plan reaches code.
+ */
+export function checkCleanPlan(plan: ICleanPlan): void {
+  const refuse = (field: string, value: unknown, rule: string): never => {
+    throw new Error(
+      `generateCleanCell: refused plan: ${field} ${quoted(value)} is not ${rule}`
+    );
+  };
+  const count = (field: string, value: unknown) => {
+    if (
+      typeof value !== 'number' ||
+      !Number.isSafeInteger(value) ||
+      value < 0
+    ) {
+      refuse(field, value, 'an execution count');
+    }
+  };
+  const identifier = (field: string, value: unknown) => {
+    if (typeof value !== 'string' || !isPythonIdentifier(value)) {
+      refuse(field, value, 'a Python identifier');
+    }
+  };
+  const address = (field: string, value: unknown) => {
+    if (typeof value !== 'string' || !VALUE_ID.test(value)) {
+      refuse(field, value, 'an object id (hex(id()))');
+    }
+  };
+  const list = (field: string, value: unknown): unknown[] => {
+    if (!Array.isArray(value)) {
+      refuse(field, value, 'a list');
+    }
+    return value as unknown[];
+  };
+  list('outKeys', plan.outKeys).forEach((k, i) => count(`outKeys[${i}]`, k));
+  list('deleteNames', plan.deleteNames).forEach((n, i) =>
+    identifier(`deleteNames[${i}]`, n)
+  );
+  list('keptNames', plan.keptNames).forEach((n, i) =>
+    identifier(`keptNames[${i}]`, n)
+  );
+  list('copies', plan.copies ?? []).forEach((c, i) => {
+    if (typeof c !== 'string' || !(SLOTS.includes(c) || NUMBERED.test(c))) {
+      refuse(`copies[${i}]`, c, 'an output-cache name (_, __, ___, _N)');
+    }
+  });
+  const ids = plan.deleteIds ?? {};
+  if (typeof ids !== 'object' || ids === null || Array.isArray(ids)) {
+    refuse('deleteIds', ids, 'a record of names and ids');
+  }
+  for (const [name, id] of Object.entries(ids)) {
+    address(`deleteIds[${quoted(name)}]`, id);
+  }
+  list('keptErrors', plan.keptErrors ?? []).forEach((e, i) => {
+    const error = (e ?? {}) as { name?: unknown; valueId?: unknown };
+    identifier(`keptErrors[${i}].name`, error.name);
+    address(`keptErrors[${i}].valueId`, error.valueId);
+  });
+  list('outputs', plan.outputs ?? []).forEach((r, i) =>
+    list(`outputs[${i}].cells`, (r as IRootBytes).cells ?? []).forEach((c, j) =>
+      count(`outputs[${i}].cells[${j}]`, c)
+    )
+  );
+}
+
 /**
  * Generate the clear_gpu cell: at most {@link MAX_CELL_LINES} lines, every
  * line within 79 columns (PEP 8). The code comes first (17 to 21 lines, by
@@ -575,23 +658,23 @@ const HELPER = '_gpu_hygiene_clear_gpu';
  * lookup has a default (`pop(k, None)`, `getattr(…, None)`), so re-running
  * the cell, or running it after the names are gone, raises nothing.
  *
- * @param plan - from {@link planClean}.
+ * @param plan - from {@link planClean}, or any plan: every identifier and
+ *   key is checked again ({@link checkCleanPlan}).
  * @returns Python source; the first line is {@link CLEAN_MARKER}, which the
  *   agent uses to report `cleaned`.
+ * @throws Error when a name, id or execution count of `plan` could not be
+ *   written as what it stands for ({@link checkCleanPlan}).
  */
 export function generateCleanCell(plan: ICleanPlan): string {
+  checkCleanPlan(plan);
   const outputs = plan.outputs ?? [];
-  const copies = (plan.copies ?? []).filter(
-    c => SLOTS.includes(c) || NUMBERED.test(c)
-  );
-  // Only identifiers reach code (planClean filters them; checked again here).
-  const names = plan.deleteNames.filter(isPythonIdentifier);
-  const ids = plan.deleteIds ?? {};
+  const copies = plan.copies ?? [];
+  const names = plan.deleteNames;
+  // own keys only: a variable named `constructor` has no id from Object.prototype
+  const ids = new Map(Object.entries(plan.deleteIds ?? {}));
   // identity-checked when the agent said what each name held (agent 0.8.0), else as before
-  const checked = names.every(n => ids[n] !== undefined);
-  const errors = (plan.keptErrors ?? []).filter(
-    e => isPythonIdentifier(e.name) && /^0x[0-9a-f]{1,16}$/.test(e.valueId)
-  );
+  const checked = names.every(n => ids.has(n));
+  const errors = plan.keptErrors ?? [];
   const tb = plan.clearTraceback || errors.length > 0;
   const params: Array<[string, string[][]]> = [
     ['out_keys', pyKeys(plan.outKeys).map(k => [k])],
@@ -602,7 +685,7 @@ export function generateCleanCell(plan: ICleanPlan): string {
       ? [
           [
             'names',
-            names.map(n => (checked ? pyPair(n, ids[n]) : pyString(n)))
+            names.map(n => (checked ? pyPair(n, ids.get(n)!) : pyString(n)))
           ] as [string, string[][]]
         ]
       : []),
