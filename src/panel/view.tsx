@@ -22,6 +22,7 @@ import {
 } from '../analysis/memory/origins';
 import type { GpuKernelModel } from '../model';
 import { gpuProcessesOf } from '../other-kernels';
+import { ageNotes } from '../figures-age';
 import { CommandIDs, IGpuMonitor, IGpuSettings } from '../tokens';
 import { VramChart } from './chart';
 import { IPanelData, panelData } from './data';
@@ -78,6 +79,11 @@ export interface IPanelContentProps {
    * or on a kernel without a GPU, there is no such section.
    */
   onThisGpu?: Omit<IGpuProcessesTableProps, 'device' | 'trans'>;
+  /**
+   * How old the figures shown are where they are not live (between cells:
+   * `ageNotes` of src/statusbar/state.ts); none while a cell runs.
+   */
+  ageNotes?: string[];
   /**
    * "Live CUDA memory by origin": the agent's provenance for the device
    * shown, the `recordOrigins` setting, its toggle, the cell links and the
@@ -406,6 +412,11 @@ export function PanelContent(props: IPanelContentProps): JSX.Element {
         trans={trans}
       />
       {status && <EmptyState kind={data.status}>{status}</EmptyState>}
+      {(props.ageNotes ?? []).map((note, i) => (
+        <p key={i} className="jp-GpuHygiene-panelAge">
+          {note}
+        </p>
+      ))}
       <FindingsSection
         findings={data.findings}
         small={data.smallFindings}
@@ -567,6 +578,7 @@ function KernelView(props: {
                     sort
                   )}
                   notebook={monitor.panelFor(model)?.title.label ?? null}
+                  ageNotes={ageNotes(model, Date.now(), trans)}
                   settings={settings ?? monitor.settings}
                   scale={scale}
                   sort={sort}

@@ -7,6 +7,7 @@
  */
 import { nullTranslator } from '@jupyterlab/translation';
 import { GpuKernelModel } from '../../src/model';
+import { ageNotes } from '../../src/figures-age';
 import {
   composeGpuProcesses,
   composeSample,
@@ -14,7 +15,7 @@ import {
   serverSeesKernel
 } from '../../src/server-devices';
 import type { IServerDevices } from '../../src/server-kernel-types';
-import { ageNotes, gaugeState } from '../../src/statusbar/state';
+import { gaugeState } from '../../src/statusbar/state';
 import { DEFAULT_SETTINGS } from '../../src/tokens';
 import { gpuSample, h200Hello } from './fixtures';
 import { k1Model } from './shared-gpu';
