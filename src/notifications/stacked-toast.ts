@@ -8,6 +8,8 @@
  * newest stale one, else the newest older one):
  * - stale (no variable names it; `stale-model`): a warning, "Stacked YOLO:
  *   older …, held only by Out[2], …", with Clean GPU and Restart kernel;
+ *   Restart kernel and the VRAM panel instead where Clean GPU may leave a
+ *   holder (`cleanLeaves`: a user's own `_`, `Out['3']`);
  * - still named (`named-older-model`): an info, "Stacked YOLO: m still holds
  *   YOLO (yolov8n.yaml), 12.1 MiB; …", with "Delete m…" (it asks) where the
  *   variable can be deleted, never a Clean GPU that would free nothing.
@@ -18,7 +20,11 @@
  */
 import { sumBytes } from '../analysis/format';
 import { modelAndParts } from '../analysis/findings/user-models';
-import { deletableNames, wrapperNames } from '../analysis/memory/holders';
+import {
+  cleanLeaves,
+  deletableNames,
+  wrapperNames
+} from '../analysis/memory/holders';
 import {
   findStackedModels,
   IStackedGroup,
@@ -80,7 +86,9 @@ export function stackedRule({ trans, actions }: IRuleContext): IToastRule {
         autoClose: older.stale ? false : STATE_TOAST_AUTO_CLOSE,
         actions: [
           ...(older.stale
-            ? [actions.cleanGpu(kernelId), actions.restartKernel(kernelId)]
+            ? cleanLeaves(older, inventory).length
+              ? [actions.restartKernel(kernelId), actions.openPanel()]
+              : [actions.cleanGpu(kernelId), actions.restartKernel(kernelId)]
             : names.length
               ? [actions.deleteModel(kernelId, older.id, names)]
               : [actions.openPanel('accent')]),

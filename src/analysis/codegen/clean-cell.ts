@@ -24,6 +24,7 @@ import {
 } from '../format';
 import { commentSafe, isPythonIdentifier } from '../python';
 import { holderNames } from '../memory/stacking';
+import { cleanLeaves } from '../memory/holders';
 
 // Written in python.ts (start-path code needs them; this module loads with the commands that
 // insert a cell); re-exported for the callers that generate cells anyway.
@@ -33,8 +34,14 @@ export { commentSafe, isPythonIdentifier };
 export interface ICleanPlan {
   /** Output-cache execution counts to drop (`Out[n]` and `_n`). */
   outKeys: number[];
-  /** Stale models the plan expects to free. */
+  /** Stale models the plan expects to free: it drops every holder ({@link cleanLeaves}). */
   staleModels: IModelInfo[];
+  /**
+   * Stale models the plan drops the output-cache entries of but may not
+   * free: a holder it leaves alone (a user's own `_`, `Out['3']`), by name.
+   * Absent when there is none.
+   */
+  heldModels?: Array<{ label: string; by: string[] }>;
   /** User variables that hold models and are kept. */
   keptNames: string[];
   /** Bytes of the stale models (all devices), as reported by the agent. */
@@ -110,6 +117,8 @@ interface IModelsPlan {
   /** Output-cache execution counts of the entries that hold the planned models. */
   outKeys: Set<number>;
   staleModels: IModelInfo[];
+  /** Stale models it may not free, and the holders it leaves. */
+  held: Array<{ label: string; by: string[] }>;
   /** User variables (identifiers) that hold models and are kept. */
   kept: Set<string>;
   clearTraceback: boolean;
@@ -128,6 +137,7 @@ function planModels(
   const plan: IModelsPlan = {
     outKeys: new Set<number>(),
     staleModels: [],
+    held: [],
     kept: new Set<string>(),
     clearTraceback: modelId === null
   };
@@ -136,7 +146,12 @@ function planModels(
     const stale =
       model.stale || (target && modelId !== null && deleteNames.length > 0);
     if (target && stale) {
-      plan.staleModels.push(model);
+      const left = cleanLeaves(model, inventory, deleteNames);
+      if (left.length) {
+        plan.held.push({ label: model.label || model.className, by: left });
+      } else {
+        plan.staleModels.push(model);
+      }
       if (model.holders.some(h => h.kind === 'traceback')) {
         plan.clearTraceback = true;
       }
@@ -236,6 +251,7 @@ export function planClean(
     outKeys: [...models.outKeys].sort((a, b) => a - b),
     staleModels: models.staleModels,
     keptNames: [...models.kept].sort(),
+    ...(models.held.length ? { heldModels: models.held } : {}),
     staleBytes: models.staleModels.reduce(
       (sum, m) => sum + sumBytes(m.bytes),
       0
@@ -407,7 +423,8 @@ function describe(
   head: string,
   stale: ReadonlyArray<IModelInfo>,
   outputs: ReadonlyArray<IRootBytes>,
-  budget: number
+  budget: number,
+  nothing = ' Output cache: nothing to drop.'
 ): string[] {
   if (budget <= 0) {
     return [];
@@ -437,7 +454,7 @@ function describe(
   for (const items of candidates) {
     const text = items.length
       ? `${head} Frees ${items.join('; ')}.`
-      : `${head} Output cache: nothing to drop.`;
+      : `${head}${nothing}`;
     const lines = wrapComment(text);
     if (lines.length <= budget) {
       return lines;
@@ -751,6 +768,13 @@ export function generateCleanCell(plan: ICleanPlan): string {
     `${HELPER}()`
   ];
   const kept = someNames(plan.keptNames);
+  const held = (plan.heldModels ?? []).map(
+    m => `${m.label} (${someNames(m.by, 30)})`
+  );
+  // a stale model whose holder the cell leaves alone: never in "Frees"
+  const mayStay = held.length
+    ? ` May not free ${someNames(held, 60)}: not IPython's own.`
+    : '';
   const head = names.length
     ? `Deletes what you chose (${someNames(names)}), then the output-cache entries of that model; kept: ${kept}.`
     : plan.modelId !== null
@@ -764,7 +788,13 @@ export function generateCleanCell(plan: ICleanPlan): string {
   return [
     CLEAN_MARKER,
     '# Inserted by jupyterlab-gpu-hygiene; safe to re-run, also without it.',
-    ...describe(head, plan.staleModels, outputs, budget),
+    ...describe(
+      `${head}${mayStay}`,
+      plan.staleModels,
+      outputs,
+      budget,
+      mayStay ? '' : undefined
+    ),
     ...code,
     ''
   ].join('\n');

@@ -93,6 +93,80 @@ export function deletableNames(model: IModelInfo): string[] {
   return names;
 }
 
+/** `Out[N]` with an int key N, as the agent names an output-cache entry. */
+const OUT_ENTRY = /^Out\[(\d{1,9})\]$/;
+/** IPython's other names of an output: `_N` and the display hook's slots. */
+const OUTPUT_NAME = /^(?:_\d{1,9}|_{1,3})$/;
+
+/**
+ * The holders of `model` that the clean plan limited to it (the stale-model
+ * finding's fix, the panel's Free; with `deleteNames`, Delete…) may leave
+ * in place, by name: empty when the plan frees it. The clean cell pops the
+ * model's `Out[N]` entries (int keys), then resets IPython's own names of
+ * the very objects it popped (`_N`, `_`, `__`, `___`: only where IPython's
+ * hidden namespace or display hook holds the same object, never a user's
+ * own binding), clears the last traceback and deletes `deleteNames`. So it
+ * leaves:
+ * - an output-cache name that is no `Out[N]` of an int key (`Out['3']`, a
+ *   key the user wrote);
+ * - `_N`, `_`, `__`, `___` when no `Out[N]` holds the model (a user's own
+ *   `_ = model`, or a copy `del Out[n]` left);
+ * - a slot (`_`, `__`, `___`) whose root in the inventory also names cells
+ *   that are not the model's (`cells`): the slot names two objects, the
+ *   user's own binding beside IPython's, and the cell cannot tell which
+ *   holds the model;
+ * - a variable not in `deleteNames` (one that reaches only a layer of the
+ *   model, `submodule`, keeps that layer, not the model), a hidden holder;
+ * - what the agent found holding it outside the notebook's names
+ *   (`outside.holder`, a module's global).
+ *
+ * A user module that holds a model the output cache also holds is not in
+ * the inventory (the agent searches outside holders only for models no
+ * name reaches): it is not seen here.
+ */
+export function cleanLeaves(
+  model: IModelInfo,
+  inventory: IInventory | null,
+  deleteNames: ReadonlyArray<string> = []
+): string[] {
+  const cells = new Set<number>();
+  for (const holder of model.holders) {
+    const match = holder.kind === 'output' && OUT_ENTRY.exec(holder.name);
+    if (match) {
+      cells.add(Number(match[1]));
+    }
+  }
+  const roots = new Map(
+    (inventory?.roots ?? [])
+      .filter(r => r.kind === 'output')
+      .map(r => [r.name, r])
+  );
+  const leaves = (holder: IModelInfo['holders'][number]): boolean => {
+    switch (holder.kind) {
+      case 'traceback':
+        return false;
+      case 'variable': // a loop variable over its layers keeps that layer only
+        return !holder.submodule && !deleteNames.includes(holder.name);
+      case 'output': {
+        if (OUT_ENTRY.test(holder.name)) {
+          return false;
+        }
+        if (!OUTPUT_NAME.test(holder.name) || !cells.size) {
+          return true;
+        }
+        const named = roots.get(holder.name)?.cells ?? [];
+        return /^_+$/.test(holder.name) && named.some(c => !cells.has(c));
+      }
+      default:
+        return true;
+    }
+  };
+  return [
+    ...new Set(model.holders.filter(leaves).map(h => h.name)),
+    ...(model.outside?.holder ? [model.outside.holder] : [])
+  ];
+}
+
 /**
  * The user variables that keep a model only through their own attributes
  * (a transformers `pipeline`'s `pipe.model`, any wrapper built on it; not a
