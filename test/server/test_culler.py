@@ -82,7 +82,7 @@ def wait_for_state(server, kernel_id, state, seconds=5.0):
 
 def test_a_running_cell_is_never_culled_whatever_control_or_subshell_traffic_says(tmp_path):
     """The culler looks every second for kernels idle 3 s holding 100 MiB. The plain kernel
-    runs ``time.sleep(27)``; meanwhile each hostile request turns the server's state to
+    runs ``time.sleep(40)``; meanwhile each hostile request turns the server's state to
     ``idle`` and, 4 s later (idle threshold + cull interval), the kernel is still there, not
     flagged, idle 0 s and ``busy`` in the scrape. The session's kernel, idle, is culled
     meanwhile (the culler works); the sleeping one is culled once its cell ended."""
@@ -116,7 +116,7 @@ def test_a_running_cell_is_never_culled_whatever_control_or_subshell_traffic_say
         reply = client.execute_interactive(TARGET + CHATTER, timeout=30)
         assert reply["content"]["status"] == "ok"
         started = time.monotonic()
-        cell = client.execute("import time; time.sleep(27)")
+        cell = client.execute("import time; time.sleep(40)")
         wait_for_state(server, busy_id, "busy")
         fake_nvml(config, {pid: 200 * MiB for pid in pids})
 
@@ -139,7 +139,10 @@ def test_a_running_cell_is_never_culled_whatever_control_or_subshell_traffic_say
         assert control(client, "list_subshell_request")["content"]["status"] == "ok"
         wait_for_state(server, busy_id, "idle")  # the server's state is wrong from here
         still_running_and_kept("list_subshell_request")
-        assert idle_id not in listed()  # the idle kernel beside it was culled meanwhile
+        while idle_id in listed():  # the idle kernel beside it is culled meanwhile
+            assert time.monotonic() - started < 20, server.log.read_text()[-3000:]
+            time.sleep(0.2)
+        assert busy_id in listed()
 
         assert control(client, "usage_request")["msg_type"] == "usage_reply"
         wait_for_state(server, busy_id, "idle")
@@ -151,7 +154,7 @@ def test_a_running_cell_is_never_culled_whatever_control_or_subshell_traffic_say
         comm_on_subshell(client, created["subshell_id"])
         still_running_and_kept("create_subshell_request and a comm on the subshell")
         assert server_state(server, busy_id) == "idle"
-        assert time.monotonic() - started < 25, "the cell must still run for the checks"
+        assert time.monotonic() - started < 38, "the cell must still run for the checks"
 
         deadline = time.monotonic() + 30
         while True:  # the cell's reply: it ran to its end
