@@ -7,11 +7,7 @@
 import type { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 import { cellMark, ICellMark } from './analysis/cells/cell-history';
-import {
-  composeGpuProcesses,
-  composeSample,
-  serverSeesKernel
-} from './server-devices';
+import type * as ServerDevices from './server-devices';
 import type { IServerDevices } from './server-kernel-types';
 import type {
   IAgentError,
@@ -265,9 +261,14 @@ export class GpuKernelModel implements IDisposable {
    * figures and the device's figures the server read is added (see
    * `composeSample`), so the gauge and the chart stay live while the idle
    * kernel is silent; so is the list of the GPU's processes
-   * (`composeGpuProcesses`).
+   * (`composeGpuProcesses`). `compose`: src/server-devices.ts, which the
+   * monitor loads in a chunk of its own.
    */
-  applyServerReading(reading: IServerDevices): void {
+  applyServerReading(
+    reading: IServerDevices,
+    compose: GpuKernelModel.IServerComposer
+  ): void {
+    const { composeGpuProcesses, composeSample, serverSeesKernel } = compose;
     const sees = serverSeesKernel(this._hello, reading);
     const last = this.latestSample;
     const composed =
@@ -432,6 +433,12 @@ export namespace GpuKernelModel {
     /** Ring buffer size for samples (default 3600). */
     maxSamples?: number;
   }
+
+  /** What composes samples from the server's reading (src/server-devices.ts). */
+  export type IServerComposer = Pick<
+    typeof ServerDevices,
+    'composeSample' | 'composeGpuProcesses' | 'serverSeesKernel'
+  >;
 
   /** Most inventory records kept in {@link GpuKernelModel.cells}. */
   export const MAX_CELLS = 1000;

@@ -11,6 +11,7 @@ import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 import { AgentConnection } from './connection';
 import { GpuKernelModel } from './model';
+import { loadServerDevices } from './server-devices-loader';
 import { ServerKernels } from './server-kernels';
 import { DEFAULT_SETTINGS, IGpuMonitor, IGpuSettings } from './tokens';
 
@@ -36,8 +37,9 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
             backoff: true,
             max: 60_000
           },
-          standby: () => this._serverStandby(),
-          name: 'jupyterlab-gpu-hygiene:server-devices'
+          // rests while no shown kernel is ready, and while the page is hidden
+          standby: () =>
+            this.models.some(m => m.status === 'ready') ? 'when-hidden' : true
         })
       : null;
     this._tracker.widgetAdded.connect(this._onWidgetAdded, this);
@@ -75,6 +77,8 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
   }
 
   askForFigures(model: GpuKernelModel): void {
+    // what says how old the figures are, for the view being opened
+    void loadServerDevices().catch(() => undefined);
     if (model.status === 'ready' && !model.serverSeesDevices) {
       for (const entry of this._entries.values()) {
         if (entry.model === model) {
@@ -271,14 +275,6 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
     void this._serverKernels.refresh();
   }
 
-  /** The server poll rests while no shown kernel is ready, or the page is hidden. */
-  private _serverStandby(): boolean {
-    if (typeof document !== 'undefined' && document.hidden) {
-      return true;
-    }
-    return !this.models.some(m => m.status === 'ready');
-  }
-
   private async _readServer(): Promise<void> {
     const state = await this._serverKernels.refresh(0);
     if (state.status === 'error') {
@@ -295,11 +291,21 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
     if (state.status !== 'ok') {
       return;
     }
+    if (state.answer.devices && !this._composer) {
+      // the composition comes in a chunk of its own, with the first devices
+      loadServerDevices().then(
+        composer => {
+          this._composer = composer;
+          this._onServerAnswer();
+        },
+        () => undefined // not loaded: the next answer tries again
+      );
+    }
     const { answer } = state;
     for (const entry of this._entries.values()) {
       const { model, connection } = entry;
-      if (answer.devices) {
-        model.applyServerReading(answer.devices);
+      if (answer.devices && this._composer) {
+        model.applyServerReading(answer.devices, this._composer);
       }
       const row = answer.kernels.find(k => k.id === model.kernelId);
       const pid = model.hello?.pid ?? null;
@@ -342,6 +348,7 @@ export class GpuMonitor implements IGpuMonitor, IDisposable {
   private _onDropped?: (model: GpuKernelModel, reason: string) => void;
   private _serverKernels: ServerKernels;
   private _serverPoll: Poll | null;
+  private _composer: GpuKernelModel.IServerComposer | null = null;
   /** The pid the server last listed for each kernel. */
   private _pids = new Map<string, number>();
   private _entries = new Map<

@@ -5,8 +5,14 @@
  * memory, GPU-Util), come from the server's NVML reading
  * (`gpu-hygiene/kernels`' `devices`). This composes the sample the page
  * shows from the kernel's last sample (its own figures: the agent reports
- * them when they change) and the server's device figures; pure.
+ * them when they change) and the server's device figures, and says how old
+ * what the gauge's popup and the panel show is (`ageNotes`); pure. A chunk of
+ * its own (`server-devices-loader.ts`): the monitor loads it with the first
+ * answer that has devices, or when a user opens the popup or the panel, so
+ * it is not on JupyterLab's start path.
  */
+import type { TranslationBundle } from '@jupyterlab/translation';
+import { formatIdle } from './analysis/format';
 import type { IGpuProcess, IGpuProcesses, IHello, ISample } from './protocol';
 import { GPU_PROCESSES_MAX_PER_DEVICE } from './protocol-constants';
 import type { IServerDevices } from './server-kernel-types';
@@ -144,4 +150,57 @@ export function composeGpuProcesses(
     return { index: device.index, processes };
   });
   return matched ? { ...last, t, devices } : null;
+}
+
+/** What {@link ageNotes} reads of a kernel's model (a `GpuKernelModel`). */
+export interface IFiguresOf {
+  readonly latestSample: ISample | null;
+  readonly serverSeesDevices: boolean;
+  readonly hello: IHello | null;
+}
+
+/** How old figures may be before the gauge and the panel say their age (ms). */
+export const FIGURES_AGE_SHOWN_MS = 10_000;
+
+/**
+ * How old the figures shown are, where they are not live (issue 40: an idle
+ * kernel's agent sends nothing): between cells the device's figures come
+ * from the server and this kernel's own from its last report (sent when
+ * they change); where the server cannot read the kernel's GPU, every figure
+ * is as old as the kernel's last report. Nothing while a cell runs.
+ *
+ * @param now - ms since the epoch.
+ */
+export function ageNotes(
+  model: IFiguresOf,
+  now: number,
+  trans: TranslationBundle
+): string[] {
+  const latest = model.latestSample;
+  if (!latest || latest.busy) {
+    return [];
+  }
+  const ago = (t: number) => formatIdle(Math.max(0, now / 1000 - t));
+  if (isComposed(latest)) {
+    return [
+      trans.__(
+        'Device figures read by the server %1 ago; this kernel’s own as of its last report, %2 ago (an idle kernel reports only a change).',
+        ago(latest.t),
+        ago(latest.ownT)
+      )
+    ];
+  }
+  if (
+    !model.serverSeesDevices &&
+    (model.hello?.devices.length ?? 0) > 0 &&
+    now - latest.t * 1000 >= FIGURES_AGE_SHOWN_MS
+  ) {
+    return [
+      trans.__(
+        'Figures as of %1 ago: an idle kernel reports only a change of its own, and this server cannot read its GPU. Opening this view asked the kernel again.',
+        ago(latest.t)
+      )
+    ];
+  }
+  return [];
 }

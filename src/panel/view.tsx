@@ -22,7 +22,7 @@ import {
 } from '../analysis/memory/origins';
 import type { GpuKernelModel } from '../model';
 import { gpuProcessesOf } from '../other-kernels';
-import { ageNotes } from '../figures-age';
+import { ageNotes } from '../server-devices';
 import { CommandIDs, IGpuMonitor, IGpuSettings } from '../tokens';
 import { VramChart } from './chart';
 import { IPanelData, panelData } from './data';

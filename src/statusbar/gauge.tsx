@@ -9,11 +9,11 @@ import { Popup, showPopup } from '@jupyterlab/statusbar';
 import type { TranslationBundle } from '@jupyterlab/translation';
 import { VDomRenderer } from '@jupyterlab/ui-components';
 import type { CommandRegistry } from '@lumino/commands';
+import type { Widget } from '@lumino/widgets';
 import React from 'react';
 import { gpuProcessesOf } from '../other-kernels';
 import { CommandIDs } from '../tokens';
 import type { GaugeModel } from './gauge-model';
-import { GaugeDetailsBody } from './popup';
 import { gaugeState, IGaugeState } from './state';
 
 /**
@@ -116,13 +116,17 @@ export class GpuGauge extends VDomRenderer<GaugeModel> {
     super.dispose();
   }
 
-  /** Open the popup, or close it when it is open. */
+  /**
+   * Open the popup, or close it when it is open. The popup's view comes in
+   * a chunk of its own (off JupyterLab's start path), loaded at the first
+   * opening.
+   */
   togglePopup(): void {
     if (this._popup) {
       this._closePopup();
       return;
     }
-    if (!this._commands) {
+    if (!this._commands || this._opening) {
       return;
     }
     // A user looks: fresh figures (from the kernel only where the server
@@ -131,12 +135,25 @@ export class GpuGauge extends VDomRenderer<GaugeModel> {
     if (shown) {
       this.model.monitor.askForFigures(shown);
     }
-    const body = new GaugeDetailsBody(
-      this.model,
-      this._trans,
-      this._commands,
-      () => this._closePopup()
+    this._opening = true;
+    import('./popup').then(
+      ({ GaugeDetailsBody }) => {
+        this._opening = false;
+        if (!this._popup && !this.isDisposed && this._commands) {
+          this._showPopup(
+            new GaugeDetailsBody(this.model, this._trans, this._commands, () =>
+              this._closePopup()
+            )
+          );
+        }
+      },
+      () => {
+        this._opening = false; // not loaded: the next click tries again
+      }
     );
+  }
+
+  private _showPopup(body: Widget): void {
     const popup = showPopup({
       body,
       anchor: this,
@@ -213,4 +230,5 @@ export class GpuGauge extends VDomRenderer<GaugeModel> {
   private _commands: CommandRegistry | null;
   private _withPopup: boolean;
   private _popup: Popup | null = null;
+  private _opening = false;
 }

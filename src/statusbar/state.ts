@@ -12,7 +12,7 @@ import { formatBytes, isCudaDevice, sumBytes } from '../analysis/format';
 import type { IGpuProcessesJoin } from '../analysis/processes/gpu-process-types';
 import type { GpuKernelModel } from '../model';
 import type { ILimit, IModelInfo } from '../protocol';
-import { ageNotes } from '../figures-age';
+import { loadedServerDevices } from '../server-devices-loader';
 import type { IGpuSettings } from '../tokens';
 import { deviceSections, IDeviceSection } from './tooltip';
 
@@ -370,7 +370,7 @@ export function gaugeState(
       ? processes
       : null;
   const details = Private.details({
-    notes: ageNotes(model, now, trans),
+    notes: loadedServerDevices()?.ageNotes(model, now, trans) ?? [],
     devices: deviceSections(model, device, models, join, trans),
     summary: [...summary.findings, summary.models],
     errors: summary.errors,

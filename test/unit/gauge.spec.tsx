@@ -712,7 +712,7 @@ describe('GpuGauge popup', () => {
     });
     const button = () =>
       gauge.node.querySelector<HTMLElement>('.jp-GpuHygiene-gauge')!;
-    return { gauge, button, ran, kernelModel, model };
+    return { gauge, button, ran, kernelModel, model, monitor };
   }
 
   async function flush(gauge: GpuGauge): Promise<void> {
@@ -723,7 +723,7 @@ describe('GpuGauge popup', () => {
   }
 
   it('is a focusable button that opens a labelled dialog, Escape closes it', async () => {
-    const { gauge, button, model } = setUp();
+    const { gauge, button, model, monitor, kernelModel } = setUp();
     await flush(gauge);
     expect(button().getAttribute('role')).toBe('button');
     expect(button().tabIndex).toBe(0);
@@ -751,6 +751,8 @@ describe('GpuGauge popup', () => {
       'Device used: 120.0 GiB of 141.0 GiB (NVML, all processes)'
     );
     expect(button().getAttribute('aria-expanded')).toBe('true');
+    // a user looks: fresh figures asked for (issue 40: never on a timer)
+    expect(monitor.askedFor).toEqual([kernelModel]);
 
     act(() => {
       dialog.dispatchEvent(
@@ -794,8 +796,10 @@ describe('GpuGauge popup', () => {
     expect(ran).toEqual([
       { id: CommandIDs.clean, args: { kernelId: kernelModel.kernelId } }
     ]);
-    // A second click toggles: open, then the gauge again closes it.
+    // A second click toggles: open (its chunk loaded), then the gauge again
+    // closes it.
     act(() => button().click());
+    await flush(gauge);
     expect(gauge.popup).not.toBeNull();
     act(() => button().click());
     expect(gauge.popup).toBeNull();

@@ -7,13 +7,15 @@
  */
 import { nullTranslator } from '@jupyterlab/translation';
 import { GpuKernelModel } from '../../src/model';
-import { ageNotes } from '../../src/figures-age';
+import * as composer from '../../src/server-devices';
 import {
+  ageNotes,
   composeGpuProcesses,
   composeSample,
   isComposed,
   serverSeesKernel
 } from '../../src/server-devices';
+import { loadServerDevices } from '../../src/server-devices-loader';
 import type { IServerDevices } from '../../src/server-kernel-types';
 import { gaugeState } from '../../src/statusbar/state';
 import { DEFAULT_SETTINGS } from '../../src/tokens';
@@ -166,7 +168,7 @@ describe('GpuKernelModel.applyServerReading', () => {
     model.changed.connect(() => changes++);
     let listsFromAgent = 0;
     model.gpuProcessesChanged.connect(() => listsFromAgent++);
-    model.applyServerReading(reading(20 * GiB, 'GPU-1', after(5)));
+    model.applyServerReading(reading(20 * GiB, 'GPU-1', after(5)), composer);
     expect(model.samples.length).toBe(before + 1);
     expect(isComposed(model.latestSample!)).toBe(true);
     expect(model.primaryDevice()!.used).toBe(20 * GiB);
@@ -178,11 +180,11 @@ describe('GpuKernelModel.applyServerReading', () => {
 
   it('adds nothing before the agent is ready or where the server does not see its GPU', () => {
     const starting = new GpuKernelModel({ kernelId: 'k' });
-    starting.applyServerReading(reading(20 * GiB, 'GPU-1', after(5)));
+    starting.applyServerReading(reading(20 * GiB, 'GPU-1', after(5)), composer);
     expect(starting.samples).toEqual([]);
     const model = k1Model();
     const before = model.samples.length;
-    model.applyServerReading(reading(0, 'GPU-other', after(5)));
+    model.applyServerReading(reading(0, 'GPU-other', after(5)), composer);
     expect(model.samples.length).toBe(before);
     expect(model.serverSeesDevices).toBe(false);
   });
@@ -196,9 +198,10 @@ describe('how old the gauge’s figures are', () => {
     expect(ageNotes(model, after(600), trans)).toEqual([]);
   });
 
-  it('gives the server’s reading’s age and the kernel’s last report', () => {
+  it('gives the server’s reading’s age and the kernel’s last report', async () => {
+    await loadServerDevices(); // the gauge shows ages once the chunk is there
     const model = k1Model();
-    model.applyServerReading(reading(20 * GiB, 'GPU-1', after(90)));
+    model.applyServerReading(reading(20 * GiB, 'GPU-1', after(90)), composer);
     expect(ageNotes(model, after(93), trans)).toEqual([
       'Device figures read by the server 3 s ago; this kernel’s own as of its last report, 1 min ago (an idle kernel reports only a change).'
     ]);
@@ -209,7 +212,7 @@ describe('how old the gauge’s figures are', () => {
 
   it('says how old everything is where the server cannot read the kernel’s GPU', () => {
     const model = k1Model();
-    model.applyServerReading(reading(0, 'GPU-other', after(1)));
+    model.applyServerReading(reading(0, 'GPU-other', after(1)), composer);
     expect(ageNotes(model, after(5), trans)).toEqual([]);
     expect(ageNotes(model, after(125), trans)).toEqual([
       'Figures as of 2 min ago: an idle kernel reports only a change of its own, and this server cannot read its GPU. Opening this view asked the kernel again.'
