@@ -184,7 +184,8 @@ def _task_ns(tid):
 
 
 def cpu_snapshot():
-    """{wall (s), sampler (ns), process (ns, all live threads), threads {name: ns}, seq}."""
+    """{wall (s), sampler (ns), process (ns, all live threads), threads {name: ns}, interval_ms,
+    held_back (samples the sampler read and did not send: an idle kernel's, agent 0.16.0)}."""
     a = agent()
     names = {t.native_id: t.name for t in threading.enumerate()}
     threads = {}
@@ -203,6 +204,7 @@ def cpu_snapshot():
         "process": total,
         "threads": threads,
         "interval_ms": a.sampler.interval_ms,
+        "held_back": getattr(getattr(a, "quiet", None), "skipped", 0),
     }
 
 
