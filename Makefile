@@ -380,5 +380,6 @@ bench-quiet: $(STAMP)/build $(STAMP)/chromium
 	$(BIN)/python bench/quiet.py $(QUIET_ARGS)
 
 bench-start: $(STAMP)/build $(STAMP)/chromium
-	$(BIN)/python bench/hello.py $(HELLO_ARGS)
-	node bench/start.mjs --python $(BIN)/python $(if $(BASELINE),--baseline $(BASELINE)) $(START_ARGS)
+	$(BIN)/python bench/hello.py --json bench/hello.json $(HELLO_ARGS)
+	node bench/start.mjs --python $(BIN)/python --json bench/start.json \
+		$(if $(BASELINE),--baseline $(BASELINE)) $(START_ARGS)

@@ -27,7 +27,7 @@ import {
 } from 'node:fs';
 import { mkdirSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { loadavg, tmpdir } from 'node:os';
+import { cpus, loadavg, platform, release, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
@@ -643,13 +643,37 @@ async function main() {
     console.log(`${ok ? 'met   ' : 'MISSED'} ${text}`);
   }
   if (args.json) {
+    // what make bench-start commits (bench/start.json), as make bench does
+    // bench/results.json: the agent, the commit and the machine beside the figures
+    const limits = readFileSync(
+      join(ROOT, 'src/agent/gpu_hygiene_agent/limits.py'),
+      'utf-8'
+    );
+    const git = (...argv) =>
+      spawnSync('git', ['-C', ROOT, ...argv], {
+        encoding: 'utf-8'
+      }).stdout.trim();
     writeFileSync(
       args.json,
       JSON.stringify(
-        { date: new Date().toISOString(), budget: args.budget, results },
+        {
+          date: new Date().toISOString(),
+          agentVersion: /^AGENT_VERSION = "(.+)"$/m.exec(limits)?.[1] ?? null,
+          commit: git('rev-parse', '--short', 'HEAD'),
+          dirty: git('status', '--porcelain', '--untracked-files=no') !== '',
+          machine: {
+            cores: cpus().length,
+            cpu: cpus()[0]?.model ?? null,
+            platform: `${platform()} ${release()}`,
+            node: process.version
+          },
+          budget: args.budget,
+          verdicts: verdicts.map(([text, ok]) => ({ goal: text, met: ok })),
+          results
+        },
         null,
         1
-      )
+      ) + '\n'
     );
   }
   if (verdicts.some(([, ok, asserted]) => asserted && !ok)) {
