@@ -144,12 +144,50 @@ def exc_link(exc, which):
         return None
 
 
+# The builtin exceptions whose ``__str__`` (C) reads attributes of their own besides ``args``:
+# ``OSError``'s ``errno``, ``strerror``, ``filename``, ``filename2`` (``repr(filename)``), the
+# ``UnicodeError``s' ``encoding``, ``object``, ``start``, ``end``, ``reason`` (``str(reason)``),
+# ``SyntaxError``'s ``msg`` (``str(msg)``), ``filename`` and ``lineno``. Any object of the
+# user's may be set there. (``ImportError``'s reads ``msg`` only when it is an exact str;
+# ``AttributeError``'s and ``NameError``'s are ``BaseException``'s: ``args`` alone.)
+_ATTR_STR_IDS = frozenset(
+    map(id, (OSError, UnicodeEncodeError, UnicodeDecodeError, UnicodeTranslateError, SyntaxError))
+)
+_BASE_SLOTS = frozenset(BaseException.__dict__)  # args, __traceback__...: never these
+
+
+def _builtin_attrs_safe(exc):
+    """Whether every attribute that the builtin classes of the exception's MRO keep in its C
+    struct (besides BaseException's) holds a builtin value (``SAFE_REPR_TYPES``) or is unset
+    (bool). Each is read through the member or getset descriptor of the builtin class that
+    defines it (C: a subclass's property of that name is never called)."""
+    for klass in mro(type(exc)):
+        if klass is BaseException or klass is object or type_module(klass) != "builtins":
+            continue
+        for name, entry in list(class_dict(klass).items()):
+            if (type(entry) is not MEMBER and type(entry) is not GETSET) or name in _BASE_SLOTS:
+                continue
+            try:
+                value = entry.__get__(exc, klass)
+            except Exception:  # unset (OSError's characters_written)
+                continue
+            if id(type(value)) not in SAFE_REPR_IDS:
+                return False
+            if (type(value) is str or type(value) is bytes) and len(value) > 100000:
+                return False
+    return True
+
+
 def exc_message(exc):
     """The message of an exception (str), or None when only the user's code could give it:
-    the class keeps a builtin exception's ``__str__`` (C) and every argument is a builtin value
-    (``SAFE_REPR_TYPES``): that ``__str__`` is called, as ``str(exc)`` would (``KeyError``'s
-    repr of the key included). A ``__str__`` written in Python, an argument of another type, or
-    (for ``OSError`` and the like) attributes set apart from the arguments: None."""
+    the class keeps a builtin exception's ``__str__`` (C) and every value that ``__str__``
+    reads is a builtin one (``SAFE_REPR_TYPES``, or a tuple of them): every argument and, for
+    the ``__str__`` of ``OSError``, the ``UnicodeError``s and ``SyntaxError``
+    (``_ATTR_STR_IDS``), every attribute of the builtin classes of its MRO
+    (``FileNotFoundError(2, msg, path)`` shows ``repr(path)``, a ``UnicodeDecodeError``
+    ``str(reason)``: ``_builtin_attrs_safe``); that ``__str__`` is then called, as ``str(exc)``
+    would (``KeyError``'s repr of the key included). A ``__str__`` written in Python, or an
+    argument or attribute of another type: None."""
     cls = type(exc)
     method = static_class_attr(cls, "__str__")
     if method is MISSING or type(method) is not types.WrapperDescriptorType:
@@ -158,12 +196,18 @@ def exc_message(exc):
     if owner is None or type_module(owner) != "builtins":
         return None
     args = exc_args(exc)
-    if not all(id(type(a)) in SAFE_REPR_IDS for a in args):
+    flat = []  # the arguments, a tuple's items in place of it (a SyntaxError's location)
+    for a in args:
+        if type(a) is tuple and len(a) <= 8:
+            flat.extend(a)
+        else:
+            flat.append(a)
+    if not all(id(type(a)) in SAFE_REPR_IDS for a in flat):
         return None  # str() or repr() of an argument would run its code
-    if sum(len(a) for a in args if type(a) is str or type(a) is bytes) > 100000:
+    if sum(len(a) for a in flat if type(a) is str or type(a) is bytes) > 100000:
         return None  # bounded cost
-    if method is not _BASE_STR and instance_dict(exc):
-        return None  # OSError, UnicodeError...: attributes set apart from args may be anything
+    if id(owner) in _ATTR_STR_IDS and not _builtin_attrs_safe(exc):
+        return None  # an attribute of the user's type, which that __str__ shows
     try:
         text = method(exc)  # BaseException's, KeyError's (repr of the key)...: C, on builtins
     except Exception:
