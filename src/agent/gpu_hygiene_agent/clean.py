@@ -7,6 +7,7 @@ from typing import NamedTuple
 from . import devices, models
 from .limits import PROTOCOL
 from .storage import bytes_by_device
+from .util import contained
 
 
 class SnapshotModel(NamedTuple):
@@ -26,7 +27,9 @@ def snapshot(tops, on_error):
     for module, _order in tops:
         try:
             stats = models.model_stats(module)
-        except Exception as exc:
+        except BaseException as exc:  # kept to this model (util.contained)
+            if not contained(exc):
+                raise
             on_error(exc)
             continue
         if stats.has_tensors:
@@ -41,7 +44,9 @@ def models_left(tops):
         try:
             if models.model_stats(module).has_tensors:
                 after += 1
-        except Exception:
+        except BaseException as exc:
+            if not contained(exc):
+                raise
             after += 1
     return after
 

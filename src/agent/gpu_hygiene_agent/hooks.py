@@ -76,10 +76,11 @@ def _hooked_modules(variables, module_type):
             left -= 1
             attrs = vars_of(module)
             hooks = attrs.get("_forward_hooks")
-            if hooks and peek.is_a(hooks, dict):
+            # the type first: the truth of a dict subclass is its own __len__ or __bool__
+            if peek.is_a(hooks, dict) and dict.__len__(hooks):
                 out.append((name, keys, path, dict(dict.items(hooks))))
             children = attrs.get("_modules")
-            if children and peek.is_a(children, dict):
+            if peek.is_a(children, dict) and dict.__len__(children):
                 for key, child in reversed(list(dict.items(children))):
                     if type(key) is str and child is not None and peek.is_a(child, module_type):
                         stack.append(((*keys, key), path + _child_label(key), child))

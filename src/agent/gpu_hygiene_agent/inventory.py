@@ -29,7 +29,7 @@ from . import (
 )
 from .limits import PROTOCOL
 from .storage import storage_of
-from .util import cuda_initialized, torch_module
+from .util import contained, cuda_initialized, torch_module, vars_of
 
 # A re-sent (skipped) inventory reads the child processes again at most this often (seconds); a
 # fresh one always does.
@@ -37,13 +37,16 @@ CHILDREN_REFRESH_S = 1.0
 
 
 def no_torch_function():
-    """A context in which torch calls no ``__torch_function__`` of a tensor subclass (torch's
-    ``DisableTorchFunctionSubclass``, thread-local): measuring a user's tensor subclass
-    (``data_ptr()``, ``.grad``) then runs none of its Python code. A null context without
-    torch or on a torch that lacks it."""
+    """A context in which torch calls no ``__torch_function__``, neither of a tensor subclass
+    nor of a torch function mode the user entered and left open (torch's
+    ``DisableTorchFunction``, thread-local; ``DisableTorchFunctionSubclass`` where it lacks
+    it): reading a user's tensor through torch's C accessors (``storage.Reads``, ``.grad``)
+    then runs none of their Python code. A null context without torch or on a torch that
+    lacks both."""
     torch = torch_module()
-    state = getattr(torch, "_C", None) if torch is not None else None
-    disable = getattr(state, "DisableTorchFunctionSubclass", None) if state is not None else None
+    state = vars_of(torch).get("_C") if torch is not None else None
+    names = vars_of(state) if state is not None else {}
+    disable = names.get("DisableTorchFunction") or names.get("DisableTorchFunctionSubclass")
     return disable() if disable is not None else contextlib.nullcontext()
 
 
@@ -521,7 +524,9 @@ class Inventory:
                     continue
                 try:
                     found = walker.reach(value, storage_of, optimizer_type)
-                except Exception:
+                except BaseException as exc:  # kept to this root (util.contained)
+                    if not contained(exc):
+                        raise
                     skips.add("walk failed")
                     continue
                 found_roots.append((kind, name, found))

@@ -5,7 +5,7 @@ import sys
 
 from . import peek, roots
 from .storage import bytes_by_device, storage_of
-from .util import describe, frame_name, short
+from .util import contained, describe, frame_name, short
 
 
 def walk_last_error(shell, walker, found_roots, optimizer_type, skips=None):
@@ -23,7 +23,9 @@ def walk_last_error(shell, walker, found_roots, optimizer_type, skips=None):
         name = frame_name(frame.f_code)
         try:
             found = walker.reach(frame, storage_of, optimizer_type)
-        except Exception:
+        except BaseException as exc:  # kept to this frame or exception (util.contained)
+            if not contained(exc):
+                raise
             if skips is not None:
                 skips.add("walk failed")
             continue
@@ -41,7 +43,9 @@ def walk_last_error(shell, walker, found_roots, optimizer_type, skips=None):
     for exc in excs:
         try:
             found = walker.reach(exc, storage_of, optimizer_type)
-        except Exception:
+        except BaseException as exc:  # kept to this frame or exception (util.contained)
+            if not contained(exc):
+                raise
             if skips is not None:
                 skips.add("walk failed")
             continue

@@ -6,10 +6,10 @@ import contextlib
 import weakref
 from typing import NamedTuple
 
-from . import peek
-from .storage import add_storage, bytes_by_device
+from . import peek, storage
+from .storage import bytes_by_device, data_ptr, inner_tensors, numel
 from .tracker import LiveModule
-from .util import basename, torch_module, vars_of
+from .util import basename, contained, dict_values, vars_of
 
 
 class Forest(NamedTuple):
@@ -78,14 +78,12 @@ class CachedStats(NamedTuple):
 
 
 def children(module):
-    """Direct child modules (list) from ``_modules``, read without user hooks."""
+    """Direct child modules (list) from ``_modules``, read without user hooks (a dict
+    subclass there is read through dict's own methods: ``util.dict_values``)."""
     mods = vars_of(module).get("_modules")
-    if not mods:
-        return []
-    try:
-        return [m for m in list(mods.values()) if m is not None]
-    except Exception:
-        return []
+    if type(mods) is not dict:
+        return [m for m in dict_values(mods) if m is not None]
+    return [m for m in list(mods.values()) if m is not None] if mods else []
 
 
 def module_forest(live):
@@ -151,7 +149,9 @@ def tensor_grad(tensor):
 
 
 def _unique_tensors(module):
-    """({id: parameter}, {id: buffer}) of a module tree, read without user hooks."""
+    """({id: parameter}, {id: buffer}) of a module tree, read without user hooks. The tensors
+    that a wrapper subclass among them keeps in its attributes (``storage.inner_tensors``: its
+    data) count as buffers."""
     params = {}
     buffers = {}
     seen = set()
@@ -162,13 +162,23 @@ def _unique_tensors(module):
             continue
         seen.add(id(current))
         d = vars_of(current)
-        for p in list((d.get("_parameters") or {}).values()):
+        found = d.get("_parameters")
+        for p in list(found.values()) if type(found) is dict else dict_values(found):
             if p is not None:
                 params[id(p)] = p
-        for b in list((d.get("_buffers") or {}).values()):
+        found = d.get("_buffers")
+        for b in list(found.values()) if type(found) is dict else dict_values(found):
             if b is not None:
                 buffers[id(b)] = b
         stack.extend(children(current))
+    r = storage.reads()
+    plain = r.plain if r is not None else frozenset()
+    tensors = [*params.values(), *buffers.values()]
+    if not plain.issuperset(map(id, map(type, tensors))):  # a subclass: maybe a wrapper
+        for tensor in tensors:
+            for inner in inner_tensors(tensor):
+                if id(inner) not in params:
+                    buffers[id(inner)] = inner
     return params, buffers
 
 
@@ -185,17 +195,28 @@ def model_stats(module, on_error=None, signature=None, layout=None):
         layout.extend(buffers)
     count = 0
     storages = {}
+    measure = storage.measure
+    r = storage.reads()
+    plain = r.plain if r is not None else frozenset()
     for p in params.values():
         try:
-            count += int(p.numel())
-            add_storage(p, storages)
+            count += r.numel(p) if id(type(p)) in plain else numel(p)
+            measured = measure(p)
+            if measured is not None:
+                storages[measured.key] = measured.nbytes
             grad = tensor_grad(p)
+            gptr = None
             if grad is not None:
-                add_storage(grad, storages)
+                found = measure(grad)
+                if found is not None:
+                    storages[found.key] = found.nbytes
+                gptr = found.ptr if found is not None else data_ptr(grad)
             if signature is not None:
-                gptr = grad.data_ptr() if grad is not None else None
-                signature.append(TensorSig(weakref.ref(p), p.data_ptr(), gptr))
-        except Exception as exc:
+                ptr = measured.ptr if measured is not None else data_ptr(p)
+                signature.append(TensorSig(weakref.ref(p), ptr, gptr))
+        except BaseException as exc:  # kept to this tensor (util.contained)
+            if not contained(exc):
+                raise
             if on_error is not None:
                 on_error(exc)
             if signature is not None:
@@ -203,11 +224,16 @@ def model_stats(module, on_error=None, signature=None, layout=None):
     non_leaf = False
     for b in buffers.values():
         try:
-            add_storage(b, storages)
+            measured = measure(b)
+            if measured is not None:
+                storages[measured.key] = measured.nbytes
             if signature is not None:
-                signature.append(TensorSig(weakref.ref(b), b.data_ptr(), None))
+                ptr = measured.ptr if measured is not None else data_ptr(b)
+                signature.append(TensorSig(weakref.ref(b), ptr, None))
                 non_leaf = non_leaf or not is_leaf(b)
-        except Exception as exc:
+        except BaseException as exc:
+            if not contained(exc):
+                raise
             if on_error is not None:
                 on_error(exc)
             if signature is not None:
@@ -275,32 +301,39 @@ def _same(older, newer):
 def _base_reads(tensors):
     """(data_ptr, grad getter) of torch's own tensor base class when every one of
     ``tensors`` reads its gradient through that class's ``_grad`` slot (the check
-    ``tensor_grad`` makes, once per class), else None. Called unbound on each tensor, both
-    run no Python code of a subclass. (A signature with a non-leaf buffer, whose gradient
-    must not be read, ends with a dead entry: ``model_stats``.)"""
+    ``tensor_grad`` makes, once per class) and none has the ``Python`` dispatch key (whose
+    data pointer its ``__torch_dispatch__`` may answer), else None. Called unbound on each
+    tensor, both run no Python code of a subclass. (A signature with a non-leaf buffer, whose
+    gradient must not be read, ends with a dead entry: ``model_stats``.) Classes are told
+    apart by id: a set of them would run a metaclass's ``__hash__`` and ``__eq__``."""
+    r = storage.reads()
+    if r is None:
+        return None
     base = _BASE_READS.get("torch")
-    torch = torch_module()
-    if base is None or base[0] is not torch:
-        tensor_base = None
-        if torch is not None:
-            c = vars_of(torch).get("_C")
-            names = vars_of(c) if c is not None else {}
-            tensor_base = names.get("TensorBase") or names.get("_TensorBase")
-        if tensor_base is None or not peek.is_sub(type(tensor_base), type):
+    if base is None or base[0] is not r.torch:
+        names = storage._c_names(r.torch)
+        tensor_base = names.get("TensorBase") or names.get("_TensorBase")
+        grad = peek.class_dict(tensor_base).get("_grad") if tensor_base is not None else None
+        if type(grad) is not peek.GETSET:
             return None
-        grad = peek.class_dict(tensor_base).get("_grad")
-        data_ptr = peek.class_dict(tensor_base).get("data_ptr")
-        if type(grad) is not peek.GETSET or data_ptr is None:
-            return None
-        base = _BASE_READS["torch"] = (torch, data_ptr, grad)
-    _torch, data_ptr, grad = base
-    for cls in set(map(type, tensors)):
-        if _grad_slots(cls)[1] is not grad:
-            return None
-    return data_ptr, grad.__get__
+        base = _BASE_READS["torch"] = (r.torch, grad)
+    _torch, grad = base
+    if not r.plain.issuperset(map(id, map(type, tensors))):  # a subclass among them
+        classes = {}
+        for tensor in tensors:
+            cls = type(tensor)
+            if id(cls) in r.plain:
+                continue
+            if storage.python_dispatched(tensor, r):
+                return None
+            classes[id(cls)] = cls
+        for cls in classes.values():
+            if _grad_slots(cls)[1] is not grad:
+                return None
+    return r.data_ptr, grad.__get__
 
 
-_BASE_READS = {}  # "torch" -> (torch, TensorBase.data_ptr, TensorBase._grad)
+_BASE_READS = {}  # "torch" -> (torch, TensorBase._grad)
 
 
 def tensors_unchanged(signature):
@@ -329,10 +362,10 @@ def _unchanged_one_by_one(signature):
     """``tensors_unchanged`` read tensor by tensor (any subclass; a dead one: False)."""
     for ref, ptr, gptr in signature:
         tensor = ref()
-        if tensor is None or tensor.data_ptr() != ptr:
+        if tensor is None or data_ptr(tensor) != ptr:
             return False
         grad = tensor_grad(tensor)
-        if (grad.data_ptr() if grad is not None else None) != gptr:
+        if (data_ptr(grad) if grad is not None else None) != gptr:
             return False
     return True
 
@@ -489,7 +522,9 @@ class StatsCache:
                 stats[id(module)], totals[id(module)] = self._stats(
                     module, fresh, on_error, recheck
                 )
-            except Exception as exc:
+            except BaseException as exc:  # kept to this model (util.contained)
+                if not contained(exc):
+                    raise
                 on_error(exc)
         self.entries = fresh
         self.totals = totals
@@ -576,7 +611,7 @@ class StatsCache:
                     continue
                 try:
                     grad = tensor_grad(tensor)
-                    out.append((tensor.data_ptr(), grad.data_ptr() if grad is not None else None))
+                    out.append((data_ptr(tensor), data_ptr(grad) if grad is not None else None))
                 except Exception:
                     out.append(None)
         return tuple(out)

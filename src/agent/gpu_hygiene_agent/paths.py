@@ -12,6 +12,7 @@ import types
 from . import peek
 from .limits import MAX_LABEL_SCAN
 from .models import grad_fn as read_grad_fn
+from .storage import shape_and_dtype
 from .util import frame_name, short, vars_of
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
@@ -165,15 +166,11 @@ def _locals_snapshot(refs, names):
 
 
 def tensor_meta(tensor):
-    """{shape: [int], dtype: str, gradFn: str | None} of a tensor; never raises."""
-    try:
-        shape = [int(n) for n in tensor.shape][:16]
-    except Exception:
-        shape = []
-    try:
-        dtype = str(tensor.dtype).replace("torch.", "")
-    except Exception:
-        dtype = "?"
+    """{shape: [int], dtype: str, gradFn: str | None} of a tensor, read through torch's C
+    accessors (``storage.shape_and_dtype``: no ``shape``/``dtype`` of a subclass runs); never
+    raises."""
+    shape, dtype = shape_and_dtype(tensor)
+    shape = shape[:16]
     fn = read_grad_fn(tensor)
     grad_fn = peek.type_name(type(fn)) if fn is not None else None
     return {"shape": shape, "dtype": short(dtype, 64), "gradFn": grad_fn and short(grad_fn, 100)}

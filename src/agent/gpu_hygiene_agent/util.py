@@ -135,6 +135,24 @@ def vars_of(obj):
     return found if found is not None else {}
 
 
+def contained(exc):
+    """Whether an exception raised while reading one of the user's objects stays with that
+    object (bool): anything but an interrupt (``KeyboardInterrupt``, the user's signal, which
+    ``guard`` handles). A ``SystemExit`` or a ``BaseException`` of the user's class then leaves
+    that object out, never the rest of the inventory nor the later ones. The class is read by
+    ``type``, never by ``isinstance`` (an exception's ``__class__`` may be a property)."""
+    return not peek.is_a(exc, KeyboardInterrupt)
+
+
+def dict_values(value):
+    """The values (list) of ``value`` when it is a dict or a dict subclass (an ``OrderedDict``, a
+    user's own class), read through dict's own C method: no ``values``, ``__iter__``,
+    ``__len__`` or ``__bool__`` of a subclass runs; ``[]`` for anything else."""
+    if type(value) is dict or peek.is_sub(type(value), dict):
+        return list(dict.values(value))
+    return []
+
+
 def torch_module():
     """The already-imported torch module, or None. Never imports it, and never hands out a
     torch that is still being imported (another thread must not touch a half-built module)."""

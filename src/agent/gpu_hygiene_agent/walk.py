@@ -28,9 +28,12 @@ from .util import LEAF_IDS, OPAQUE_TYPES, PLAIN_IDS, frame_name, machinery_frame
 
 _FUNCTION = types.FunctionType
 
-# What the walk does with an object, by its class (``Walker.kind``): report a tensor, report
-# (and maybe expand) a module, never enter it, enter only the start frame or traceback, enter.
+# What the walk does with an object, by its class (``Walker.kind``): report a tensor, report a
+# tensor of a class with ``__torch_dispatch__`` and enter its attributes (such a wrapper subclass
+# keeps its data there), report (and maybe expand) a module, never enter it, enter only the start
+# frame or traceback, enter.
 _KIND_TENSOR = "tensor"
+_KIND_WRAPPER = "wrapper"
 _KIND_MODULE = "module"
 _KIND_OPAQUE = "opaque"
 _KIND_FRAME = "frame"
@@ -137,15 +140,17 @@ class Reach:
 class Walker:
     """Bounded reference walk from root objects.
 
-    It stops at tensors and at ``torch.nn.Module`` instances (reported through callbacks),
-    never enters Python modules, classes, code, descriptors, weak references, frames or
-    tracebacks other than the start object and the frames of a reached exception's traceback
-    (a caught error kept in a variable keeps them, and their locals, alive; IPython's own
-    frames left out), or the objects in ``skip_ids`` (the user namespace, module ``__dict__``s,
-    IPython's machinery...). For functions it follows only closure cells and defaults, for
-    bound methods ``__self__`` and ``__func__``. Frames are read with ``gc.get_referents``
-    (never ``f_locals``, which would snapshot the locals) and their ``f_back`` is not
-    followed.
+    It stops at tensors and at ``torch.nn.Module`` instances (reported through callbacks);
+    a tensor whose class defines ``__torch_dispatch__`` is reported and its instance
+    attributes walked too (such a wrapper subclass has no storage of its own: its data is the
+    tensors it keeps there, ``storage.inner_tensors``). It never enters Python modules,
+    classes, code, descriptors, weak references, frames or tracebacks other than the start
+    object and the frames of a reached exception's traceback (a caught error kept in a
+    variable keeps them, and their locals, alive; IPython's own frames left out), or the
+    objects in ``skip_ids`` (the user namespace, module ``__dict__``s, IPython's
+    machinery...). For functions it follows only closure cells and defaults, for bound
+    methods ``__self__`` and ``__func__``. Frames are read with ``gc.get_referents`` (never
+    ``f_locals``, which would snapshot the locals) and their ``f_back`` is not followed.
 
     Bounds: per root ``ROOT_VISITS`` objects expanded and ``ROOT_EXAMINED`` references looked
     at; per phase (user variables, output cache, last traceback: see ``start_phase``)
@@ -159,6 +164,12 @@ class Walker:
 
     def __init__(self, tensor_type, module_type, skip_ids):
         self.tensor_type = tensor_type
+        # torch.Tensor's own __torch_dispatch__ (the disabled one), which a wrapper overrides
+        self.no_dispatch = (
+            peek.static_class_attr(tensor_type, "__torch_dispatch__")
+            if tensor_type is not None
+            else peek.MISSING
+        )
         self.module_type = module_type
         self.skip_ids = skip_ids
         self.truncated = False
@@ -359,7 +370,8 @@ class Walker:
         if entry is not None:
             return entry[1]
         if self.tensor_type is not None and issubclass(cls, self.tensor_type):
-            kind = _KIND_TENSOR
+            dispatch = peek.static_class_attr(cls, "__torch_dispatch__")
+            kind = _KIND_TENSOR if dispatch is self.no_dispatch else _KIND_WRAPPER
         elif self.module_type is not None and issubclass(cls, self.module_type):
             kind = _KIND_MODULE
         elif issubclass(cls, OPAQUE_TYPES):
@@ -402,6 +414,8 @@ class Walker:
             if kind is _KIND_TENSOR:
                 on_tensor(obj)
                 continue
+            if kind is _KIND_WRAPPER:
+                on_tensor(obj)  # then its attributes, below
             if kind is _KIND_MODULE:
                 on_module(obj)
                 expand = self.expand_module
