@@ -239,14 +239,15 @@ test('a class and a variable named <img src=x onerror=alert(1)> show as text eve
   const toastText = (await warning.textContent()) ?? '';
   report(testInfo, 'toast text', toastText);
   expect(toastText).toContain(HOSTILE);
-  // the gauge tooltip: the agent's error carries the name, once
+  // the gauge tooltip: no agent error. The buffer's untyped_storage override
+  // raises with the name; the agent reads storages through torch's own C
+  // accessors and never runs it (issue 46, item 2), so nothing is raised.
   await expect
-    .poll(async () =>
-      (await tooltip(page)).filter(
-        line => line === `Agent error (inventory): RuntimeError: ${HOSTILE}`
-      )
-    )
-    .toHaveLength(1);
+    .poll(async () => (await tooltip(page)).join('\n'))
+    .toMatch(/Live models/);
+  expect(
+    (await tooltip(page)).filter(line => line.startsWith('Agent error'))
+  ).toEqual([]);
   // the panel
   await openPanelFromGauge(page);
   const panel = page.locator('#jp-GpuHygiene-panel');
